@@ -1,0 +1,83 @@
+"""Events around CustomTrainer.fit, and the callbacks that listen to them.
+
+A callback subclasses `Callback` and defines any of the methods named in EVENTS. It reads the
+trainer's public state and *requests* actions through `control` (stop, save); the trainer
+carries them out at one fixed point of the loop. Callbacks run in ascending `order`.
+A method named `on_<something>` that is not an event is an error at registration, so a
+misspelled event never silently stays quiet.
+
+    class PrintBest(Callback):
+        def on_validation_end(self, trainer, control, metrics, score):
+            print(trainer.epoch, score)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+EVENTS = (
+    "on_fit_start",          # (trainer, control)
+    "on_epoch_start",        # (trainer, control)
+    "on_train_epoch_end",    # (trainer, control, losses)
+    "on_validation_end",     # (trainer, control, metrics, score)
+    "on_checkpoint_saved",   # (trainer, control, path, kind)   kind: "best" | "last"
+    "on_epoch_end",          # (trainer, control)
+    "on_fit_end",            # (trainer, control)
+    "on_exception",          # (trainer, control, exception)
+)
+
+
+@dataclass
+class TrainerControl:
+    """Requests from callbacks; the trainer acts on them and resets `should_save`."""
+
+    should_stop: bool = False
+    should_save: bool = False
+
+
+class Callback:
+    """Base class: every event is a no-op; `state_dict` travels in last.pth."""
+
+    order = 0
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+
+def _check_event_names(callback) -> None:
+    for name in dir(type(callback)):
+        if name.startswith("on_") and name not in EVENTS:
+            raise ValueError(
+                f"{type(callback).__name__}.{name} is not a trainer event; events are: {', '.join(EVENTS)}"
+            )
+
+
+class CallbackHandler:
+    def __init__(self, callbacks=()):
+        for callback in callbacks:
+            _check_event_names(callback)
+        self.callbacks = sorted(callbacks, key=lambda cb: getattr(cb, "order", 0))
+
+    def call(self, event: str, trainer, control: TrainerControl, **kwargs) -> None:
+        if event not in EVENTS:
+            raise ValueError(f"unknown trainer event {event!r}; events are: {', '.join(EVENTS)}")
+        for callback in self.callbacks:
+            method = getattr(callback, event, None)
+            if method is not None:
+                method(trainer, control, **kwargs)
+
+    def _key(self, index: int, callback) -> str:
+        return f"{index}:{type(callback).__name__}"
+
+    def state_dict(self) -> dict:
+        return {self._key(i, cb): cb.state_dict() for i, cb in enumerate(self.callbacks)
+                if hasattr(cb, "state_dict")}
+
+    def load_state_dict(self, states: dict) -> None:
+        for i, cb in enumerate(self.callbacks):
+            key = self._key(i, cb)
+            if key in states and hasattr(cb, "load_state_dict"):
+                cb.load_state_dict(states[key])

@@ -1,0 +1,154 @@
+"""Checkpoint files: plain data, written atomically, opened with torch.load(weights_only=True).
+
+Two artifacts per run (DESIGN.md):
+  best.pth  the weights of the best validation epoch: what test scoring and later use load
+  last.pth  the full training state at the end of the newest epoch: what resume loads
+Both hold only tensors, numbers, strings, lists and dicts, so opening one never runs pickled
+code, and torch >= 2.6 (weights_only by default) reads them. RecBole's own checkpoints pickle a
+Config object and numpy scalars, which torch >= 2.6 refuses; recrunner never writes or loads
+those.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import random
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .errors import CheckpointError
+
+FORMAT_VERSION = 1
+
+
+def to_plain(value: Any, strict: bool = False) -> Any:
+    """Turn config values (enums, devices, numpy scalars, tuples) into plain data (pure).
+
+    Non-strict, anything else becomes its string (fine for a config record); strict, it is a
+    TypeError (model state must round-trip exactly).
+    """
+    if isinstance(value, np.generic):  # before float: numpy.float64 subclasses float
+        return value.item()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(value.copy())
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, dict):
+        return {(k if isinstance(k, (int, str)) else str(k)): to_plain(v, strict) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_plain(v, strict) for v in value]
+    if strict:
+        raise TypeError(f"cannot store a {type(value).__name__} as plain data")
+    return str(value)
+
+
+_PLAIN_TYPES = (type(None), bool, int, float, str, torch.Tensor, torch.Size)
+
+
+def check_plain(value: Any, where: str = "state") -> None:
+    """Raise TypeError unless `value` is data torch.load(weights_only=True) reads back."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if type(key) not in (int, str):
+                raise TypeError(f"{where}: key {key!r} is a {type(key).__name__}")
+            check_plain(item, f"{where}.{key}")
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            check_plain(item, f"{where}[{index}]")
+    elif type(value) not in _PLAIN_TYPES and not isinstance(value, torch.Tensor):
+        raise TypeError(f"{where} is a {type(value).__module__}.{type(value).__name__}, not plain data")
+
+
+def save_atomic(state: dict, path: Path) -> None:
+    """Write `state` so that a kill at any instant leaves the old file or the new one, whole.
+
+    Only plain data is written (check_plain), so every checkpoint opens with weights_only=True.
+    Temporary file in the same folder, flush + fsync, os.replace, then fsync of the folder.
+    An OSError (disk full, permissions) leaves the previous file untouched and is re-raised as
+    a CheckpointError.
+    """
+    path = Path(path)
+    check_plain(state)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            torch.save(state, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise CheckpointError(f"cannot write checkpoint {path}: {exc.strerror or exc}") from exc
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def load(path: Path, map_location="cpu") -> dict:
+    """Open a recrunner checkpoint safely; anything else is a one-line CheckpointError."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint not found: {path}")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:  # torch raises several types for truncated or foreign files
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if "weights_only" in reason or "Unsupported global" in reason or "WeightsUnpickler" in reason:
+            raise CheckpointError(
+                f"{path} needs arbitrary unpickling (not a recrunner checkpoint); refusing to open it"
+            ) from None
+        raise CheckpointError(f"{path} is corrupt or truncated ({reason[:120]})") from None
+    if not isinstance(state, dict) or state.get("format_version") != FORMAT_VERSION:
+        raise CheckpointError(f"{path} is not a recrunner checkpoint (format {FORMAT_VERSION})")
+    return state
+
+
+# --- random number generators -------------------------------------------------------------
+
+def rng_state(generators: dict[str, torch.Generator]) -> dict:
+    """Every RNG that shapes the rest of a run, as plain data."""
+    version, keys, gauss = random.getstate()
+    np_kind, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()
+    state = {
+        "python": [version, list(keys), gauss],
+        "numpy": [np_kind, torch.from_numpy(np_keys.astype(np.int64)), int(np_pos), int(np_has_gauss), float(np_gauss)],
+        "torch": torch.get_rng_state(),
+        "generators": {name: gen.get_state() for name, gen in generators.items()},
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng_state(state: dict, generators: dict[str, torch.Generator]) -> None:
+    version, keys, gauss = state["python"]
+    random.setstate((version, tuple(keys), gauss))
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    for name, gen in generators.items():
+        if name in state["generators"]:
+            gen.set_state(state["generators"][name])

@@ -1,0 +1,102 @@
+"""The one place where recrunner meets RecBole 1.2.1's incompatibilities and global state.
+
+Dependency breakage (pins live in pyproject.toml; `check_environment` turns a violated pin
+into a one-line error instead of a crash deep inside RecBole, or silently wrong data):
+  numpy >= 2       RecBole's Config assigns removed aliases (np.float_ ...)   -> numpy<2
+  pandas >= 3      chained fillna(inplace=True) is a no-op: corrupt features   -> pandas<3
+  scipy >= 1.13    dok_matrix._update is gone: graph models cannot be built    -> scipy<1.13
+  setuptools >= 82 ray 2.6.3 needs pkg_resources (only the Ray backend)        -> setuptools<82
+  torch >= 2.6     torch.load refuses RecBole's pickled checkpoints: recrunner writes its own
+                   checkpoints as plain data and loads them with weights_only=True
+                   (recrunner/checkpoint.py); RecBole's own torch.load call sites are never used.
+  recbole.quick_start imports ray at import time: recrunner never imports it.
+
+Global state (each handled by a context manager below, never by editing RecBole):
+  Config reads sys.argv                       -> `recbole_argv_cleared`
+  Trainer.__init__ opens a cwd-relative TensorBoard writer named after the first log file
+                                              -> `recbole_tensorboard_writer`
+  init_logger works once per process          -> recrunner/runlog.py never calls it
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import warnings
+from importlib import metadata
+
+from .errors import EnvironmentProblem
+
+# (distribution, first incompatible version, why, fix)
+_UPPER_BOUNDS = [
+    ("numpy", (2,), "RecBole 1.2.1's Config uses aliases numpy 2 removed", "pip install 'numpy<2'"),
+    ("pandas", (3,), "RecBole 1.2.1 silently corrupts missing features under pandas 3", "pip install 'pandas<3'"),
+    ("scipy", (1, 13), "RecBole 1.2.1's graph models (LightGCN, NGCF, NCL...) cannot be built", "pip install 'scipy<1.13'"),
+]
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    parts = []
+    for piece in version.split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit()) if piece else ""
+        if not digits or not piece[0].isdigit():
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def incompatibilities(installed: dict[str, str]) -> list[str]:
+    """Messages for each installed version RecBole 1.2.1 cannot work with (pure function)."""
+    problems = []
+    for name, bound, why, fix in _UPPER_BOUNDS:
+        version = installed.get(name)
+        if version is not None and _version_tuple(version) >= bound:
+            problems.append(f"{name} {version} is installed but {why}: {fix}")
+    return problems
+
+
+def installed_versions() -> dict[str, str]:
+    versions = {}
+    for name, *_ in _UPPER_BOUNDS:
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            versions[name] = metadata.version(name)
+    return versions
+
+
+def check_environment() -> None:
+    problems = incompatibilities(installed_versions())
+    if problems:
+        raise EnvironmentProblem(problems[0])
+
+
+def quiet_known_warnings() -> None:
+    """Silence warnings RecBole emits on every run that carry no information for the user."""
+    # pandas 2.x announces the pandas-3 behaviour of RecBole's chained fillna (pinned away above)
+    warnings.filterwarnings("ignore", category=FutureWarning, message=".*chained assignment.*")
+    warnings.filterwarnings("ignore", category=FutureWarning, message=".*Downcasting object dtype.*")
+    # trainer.py builds torch.cuda.amp.GradScaler every epoch (deprecated name, same behaviour)
+    warnings.filterwarnings("ignore", category=FutureWarning, message=r".*GradScaler.*deprecated.*")
+
+
+@contextlib.contextmanager
+def recbole_argv_cleared():
+    """RecBole's Config gives `--key=value` in sys.argv top priority; hide ours from it."""
+    saved = sys.argv
+    sys.argv = saved[:1] if saved else ["recrunner"]
+    try:
+        yield
+    finally:
+        sys.argv = saved
+
+
+@contextlib.contextmanager
+def recbole_tensorboard_writer(writer):
+    """Make RecBole's Trainer.__init__ take `writer` instead of opening a cwd-relative one."""
+    import recbole.trainer.trainer as trainer_module
+
+    original = trainer_module.get_tensorboard
+    trainer_module.get_tensorboard = lambda logger: writer
+    try:
+        yield
+    finally:
+        trainer_module.get_tensorboard = original

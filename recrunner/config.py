@@ -1,0 +1,175 @@
+"""Layered configuration and its validation.
+
+Layers, lowest to highest: RecBole's own defaults, configs/base.yaml, configs/datasets/<d>.yaml,
+configs/models/<m>.yaml, then the run's overrides (grid parameters, --config-file, --set).
+recrunner merges its layers into one dict and hands it to RecBole as `config_dict`, RecBole's
+top layer, with sys.argv hidden (compat.recbole_argv_cleared).
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import yaml
+
+from .errors import ConfigError
+
+# Keys RecBole sets itself or reads without shipping a default for them.
+RECBOLE_DERIVED_KEYS = frozenset({
+    "model", "dataset", "device", "single_spec", "local_rank", "world_size", "nproc", "offset",
+    "ip", "port", "config_files", "MODEL_TYPE", "MODEL_INPUT_TYPE", "eval_type", "eval_neg_sample_args",
+    "valid_neg_sample_args", "test_neg_sample_args", "is_pretrain", "pretrain_path", "save_step",
+    "train_stage", "pre_model_path", "kg_reverse_r",
+})
+
+# Keys recrunner itself reads (documented in configs/base.yaml).
+RECRUNNER_KEYS = frozenset({"save_total_limit", "checkpoint_every"})
+
+
+def load_yaml(path: Path) -> dict:
+    """Read one YAML mapping; a malformed file is a ConfigError naming file and line."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        data = yaml.load(path.read_text(), Loader=_loader())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"malformed YAML in {where}: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a mapping of key: value, not {type(data).__name__}")
+    return data
+
+
+def _loader():
+    """A YAML loader that reads 1e-3 as a float, like RecBole's own loader does."""
+    import re
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(
+            r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+            |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+            |\.[0-9_]+(?:[eE][-+][0-9]+)?
+            |[-+]?\.(?:inf|Inf|INF)
+            |\.(?:nan|NaN|NAN))$""",
+            re.X,
+        ),
+        list("-+0123456789."),
+    )
+    return Loader
+
+
+def parse_set_options(options: Iterable[str]) -> dict:
+    """`--set key=value` pairs to a dict; values are YAML (`epochs=5`, `topk=[10,20]`)."""
+    result = {}
+    for option in options:
+        key, sep, raw = option.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--set expects key=value, got {option!r}")
+        try:
+            result[key] = yaml.load(raw, Loader=_loader()) if raw.strip() else None
+        except yaml.YAMLError:
+            raise ConfigError(f"--set {key}: cannot parse value {raw!r} as YAML") from None
+    return result
+
+
+def layered_params(config_dir: Path | None, model: str, dataset: str, overrides: Mapping) -> dict:
+    """Merge recrunner's YAML layers and the run's overrides (later wins, key by key)."""
+    merged: dict[str, Any] = {}
+    if config_dir is not None:
+        config_dir = Path(config_dir)
+        for path in (config_dir / "base.yaml", config_dir / "datasets" / f"{dataset}.yaml",
+                     config_dir / "models" / f"{model}.yaml"):
+            if path.is_file():
+                merged.update(load_yaml(path))
+    merged.update(overrides)
+    return merged
+
+
+def check_overrides(overrides: Mapping, defaults: Mapping, source: str = "--set") -> dict:
+    """Reject unknown keys and values of the wrong type; return overrides with numbers coerced.
+
+    `defaults` maps every key RecBole knows for this model and dataset to its default value.
+    """
+    checked = {}
+    for key, value in overrides.items():
+        if key not in defaults and key not in RECBOLE_DERIVED_KEYS and key not in RECRUNNER_KEYS:
+            known = sorted(set(defaults) | RECRUNNER_KEYS)
+            close = difflib.get_close_matches(key, known, n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else "; see RecBole's overall.yaml and the model's yaml"
+            raise ConfigError(f"{source}: unknown config key {key!r}{hint}")
+        checked[key] = coerce_value(key, value, defaults.get(key), source)
+    return checked
+
+
+def coerce_value(key: str, value: Any, default: Any, source: str = "--set") -> Any:
+    """Check `value` against the type of RecBole's `default` (pure; None default accepts all)."""
+    if default is None or value is None:
+        return value
+
+    def wrong(expected: str):
+        return ConfigError(f"{source}: {key} expects {expected} (default {default!r}), got {value!r}")
+
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise wrong("true or false")
+        return value
+    if isinstance(default, (int, float)):
+        if isinstance(value, bool):
+            raise wrong("a number")
+        if isinstance(value, str):
+            try:
+                value = float(value) if any(c in value for c in ".eE") else int(value)
+            except ValueError:
+                raise wrong("a number") from None
+        if not isinstance(value, (int, float)):
+            raise wrong("a number")
+        if isinstance(default, int) and isinstance(value, float):
+            if not value.is_integer():
+                raise wrong("an integer")
+            value = int(value)
+        return value
+    if isinstance(default, dict) and not isinstance(value, dict):
+        raise wrong("a mapping")
+    if isinstance(default, str) and isinstance(value, (dict, list)):
+        raise wrong("a string")
+    return value
+
+
+def check_valid_metric(config) -> None:
+    """valid_metric must be one of the metrics RecBole computes for this run."""
+    available = available_metrics(config["metrics"], config["topk"])
+    wanted = str(config["valid_metric"]).lower()
+    if wanted not in available:
+        raise ConfigError(
+            f"valid_metric {config['valid_metric']!r} is not computed by this run; "
+            f"available: {', '.join(available)} (change valid_metric, metrics or topk)"
+        )
+
+
+def available_metrics(metrics, topk) -> list[str]:
+    """Names RecBole's evaluator returns for these settings (pure)."""
+    from recbole.evaluator.base_metric import TopkMetric
+    from recbole.evaluator.register import metrics_dict
+
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics or [])
+    topk = [topk] if isinstance(topk, int) else list(topk or [])
+    names = []
+    for metric in metrics:
+        metric_class = metrics_dict.get(metric.lower())
+        if metric_class is not None and issubclass(metric_class, TopkMetric):
+            names += [f"{metric.lower()}@{k}" for k in topk]
+        else:
+            names.append(metric.lower())
+    return names

@@ -1,0 +1,35 @@
+"""Every error recrunner raises on purpose.
+
+    RecrunnerError            base; `exit_code` is what the CLI returns
+    +-- ConfigError           bad input: unknown model or key, wrong type, malformed YAML (exit 2)
+    |   +-- DatasetNotFoundError
+    |   +-- EnvironmentProblem  an installed dependency RecBole 1.2.1 cannot work with
+    +-- CheckpointError       a checkpoint that cannot be read or written
+    +-- RunInterrupted        SIGTERM / Ctrl-C during a run (exit 130)
+
+Messages are one line and say what to do; the CLI prints them without a traceback.
+"""
+
+
+class RecrunnerError(Exception):
+    exit_code = 1
+
+
+class ConfigError(RecrunnerError):
+    exit_code = 2
+
+
+class DatasetNotFoundError(ConfigError):
+    pass
+
+
+class EnvironmentProblem(ConfigError):
+    pass
+
+
+class CheckpointError(RecrunnerError):
+    pass
+
+
+class RunInterrupted(RecrunnerError):
+    exit_code = 130

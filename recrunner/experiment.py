@@ -1,0 +1,251 @@
+"""One experiment end to end: validate, set up the run directory, train, test, record.
+
+    result = run_experiment(Experiment("SASRec", "ml-100k", {"epochs": 2}),
+                            Workspace(output_dir=Path("runs"), data_path=Path("datasets")))
+
+Everything that can be wrong with the input is found before anything is written to disk
+(`prepare`). A run that fails while training is recorded as `failed` with its reason; one that
+is interrupted is recorded as `interrupted` and continues from last.pth when run again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from . import __version__, compat
+from .checkpoint import load as load_checkpoint
+from .checkpoint import to_plain
+from .config import check_overrides, check_valid_metric, layered_params
+from .data import resolve_data_path
+from .errors import CheckpointError, ConfigError, RunInterrupted
+from .models import resolve_model, trainer_class_for
+from .rundir import RunPaths, fingerprint, make_run_id, read_metrics, run_paths, write_config, write_metrics
+from .runlog import run_logging
+from .tensorboard import RunWriter
+from .trainer import CustomTrainer, default_hparams
+
+logger = logging.getLogger("recrunner")
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """What to run: a model on a dataset with the parameters that identify this run."""
+
+    model: str
+    dataset: str
+    params: Mapping[str, Any] = field(default_factory=dict)  # grid, --config-file, --set
+    sweep: str = "default"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """Where things are: every path explicit, nothing relative to the working directory."""
+
+    output_dir: Path
+    data_path: Path
+    config_dir: Path | None = None
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    status: str  # ok | failed | interrupted
+    best_epoch: int | None = None
+    best_valid: dict | None = None
+    test: dict | None = None
+    error: str | None = None
+    skipped: bool = False  # already finished: nothing was trained
+
+
+@dataclass
+class PreparedRun:
+    experiment: Experiment
+    config: Any  # recbole.config.Config
+    paths: RunPaths
+    run_id: str
+    hparams: dict
+    fingerprint: str
+
+
+def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
+    """Resolve and validate everything; raises ConfigError and touches no file."""
+    from recbole.config import Config
+
+    compat.check_environment()
+    compat.quiet_known_warnings()
+    model = resolve_model(experiment.model)
+    data_path = resolve_data_path(experiment.dataset, workspace.data_path)
+    file_layers = layered_params(workspace.config_dir, model, experiment.dataset, {})
+    params = dict(experiment.params)
+
+    defaults = _recbole_config(Config, model, experiment.dataset, {**file_layers, "data_path": str(data_path)})
+    known = {**defaults.internal_config_dict, **file_layers}
+    params = check_overrides(params, known)
+    identity = {**params, "seed": params.get("seed", defaults["seed"])}
+    run_id = make_run_id(identity)
+    paths = run_paths(workspace.output_dir, experiment.sweep, experiment.dataset, model, run_id)
+
+    config_dict = {**file_layers, **params, "data_path": str(data_path), "checkpoint_dir": str(paths.checkpoints)}
+    config = _recbole_config(Config, model, experiment.dataset, config_dict)
+    check_valid_metric(config)
+    hparams = {**default_hparams(config), **identity}
+    settings = {"model": model, "dataset": experiment.dataset, **file_layers, **params}
+    return PreparedRun(experiment, config, paths, run_id, hparams, fingerprint(settings))
+
+
+def _recbole_config(config_class, model, dataset, config_dict):
+    try:
+        with compat.recbole_argv_cleared():
+            return config_class(model=model, dataset=dataset, config_dict=config_dict)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ConfigError(f"RecBole rejected the configuration of {model} on {dataset}: {exc}") from None
+
+
+def run_experiment(experiment: Experiment, workspace: Workspace, *, restart: bool = False,
+                   resume_from: Path | None = None, callbacks: Sequence = (), console: bool = True) -> RunResult:
+    """Run (or resume, or skip if finished) one experiment; see the module docstring."""
+    prepared = prepare(experiment, workspace)
+    paths = prepared.paths
+    previous = read_metrics(paths.metrics)
+    if previous and not restart:
+        if previous.get("fingerprint") not in (None, prepared.fingerprint):
+            raise ConfigError(
+                f"{paths.run_dir} holds a run with other settings (were configs/*.yaml edited?); "
+                "pass --restart to train it again, or --name for a new sweep"
+            )
+        if previous.get("status") == "ok" and resume_from is None:
+            return _result_from_metrics(paths.run_dir, previous, skipped=True)
+    if restart:
+        _clear_run(paths)
+    paths.create()
+    with run_logging(paths.log, console=console):
+        return _execute(prepared, resume_from, callbacks)
+
+
+def _execute(prepared: PreparedRun, resume_from, callbacks) -> RunResult:
+    from recbole.data import create_dataset, data_preparation
+    from recbole.utils import get_model, init_seed
+
+    config, paths = prepared.config, prepared.paths
+    metrics = _initial_metrics(prepared)
+    write_config(paths.config, to_plain(config.final_config_dict))
+    write_metrics(paths.metrics, metrics)
+    resume = _resume_point(paths, resume_from)
+    writer = RunWriter(paths.run_dir, purge_step=resume[1] + 1 if resume else None)
+    status, error, trainer = "failed", None, None
+    try:
+        logger.info(f"recrunner {__version__}: {config['model']} on {config['dataset']}, run {paths.run_dir}")
+        init_seed(config["seed"], config["reproducibility"])
+        started = time.perf_counter()
+        dataset = create_dataset(config)
+        train_data, valid_data, test_data = data_preparation(config, dataset)
+        metrics["data_seconds"] = round(time.perf_counter() - started, 3)
+        init_seed(config["seed"], config["reproducibility"])
+        model = get_model(config["model"])(config, train_data._dataset).to(config["device"])
+        logger.info(model)
+        trainer_class = trainer_class_for(config["model"], config["MODEL_TYPE"], CustomTrainer)
+        trainer = trainer_class(config, model, writer=writer, callbacks=callbacks, hparams=prepared.hparams)
+        if resume:
+            trainer.resume_checkpoint(resume[0])
+        started = time.perf_counter()
+        trainer.fit(train_data, valid_data, saved=True, show_progress=config["show_progress"])
+        metrics["train_seconds"] = round(time.perf_counter() - started, 3)
+        started = time.perf_counter()
+        test_result = trainer.evaluate(test_data, load_best_model=True, show_progress=config["show_progress"])
+        metrics["test_seconds"] = round(time.perf_counter() - started, 3)
+        writer.add_metrics(test_result, trainer.best_epoch if trainer.best_epoch is not None else 0, "Test")
+        logger.info(f"test result: {dict(test_result)}")
+        metrics["test"] = {k: float(v) for k, v in test_result.items()}
+        status = "ok"
+    except (KeyboardInterrupt, RunInterrupted):
+        status, error = "interrupted", "interrupted; run the same command again to resume from last.pth"
+        logger.warning(error)
+        raise RunInterrupted(f"{config['model']} on {config['dataset']} interrupted; the same command resumes it")
+    except Exception as exc:  # a failing run is recorded, never lost; the sweep goes on
+        error = _one_line(exc)
+        logger.exception(f"run failed: {error}")
+    finally:
+        _record_outcome(metrics, trainer, status, error)
+        writer.end_session(status, prepared.hparams)
+        writer.close()
+        write_metrics(paths.metrics, metrics)
+    return _result_from_metrics(paths.run_dir, metrics)
+
+
+def _resume_point(paths: RunPaths, resume_from) -> tuple[Path, int] | None:
+    """The checkpoint to continue from and its epoch; falls back past corrupt files."""
+    if resume_from is not None:
+        state = load_checkpoint(resume_from)  # an explicit file that cannot be read is an error
+        return Path(resume_from), int(state["epoch"])
+    for candidate in [paths.last, *paths.epoch_copies()]:
+        if not candidate.exists():
+            continue
+        try:
+            state = load_checkpoint(candidate)
+        except CheckpointError as exc:
+            logger.warning(f"{exc}; trying an older checkpoint")
+            continue
+        return candidate, int(state["epoch"])
+    if paths.last.exists() or paths.epoch_copies():
+        logger.warning("no intact checkpoint to resume from: starting this run over")
+    for stale in paths.event_files():  # curves of an attempt that left no checkpoint
+        stale.unlink()
+    return None
+
+
+def _initial_metrics(prepared: PreparedRun) -> dict:
+    import recbole
+    import torch
+
+    config = prepared.config
+    return {
+        "status": "running",
+        "error": None,
+        "model": config["model"],
+        "dataset": config["dataset"],
+        "sweep": prepared.experiment.sweep,
+        "run_id": prepared.run_id,
+        "params": to_plain(dict(prepared.experiment.params)),
+        "seed": config["seed"],
+        "fingerprint": prepared.fingerprint,
+        "started": _now(),
+        "finished": None,
+        "versions": {"recrunner": __version__, "recbole": recbole.__version__, "torch": torch.__version__},
+    }
+
+
+def _record_outcome(metrics: dict, trainer, status: str, error: str | None) -> None:
+    metrics.update(status=status, error=error, finished=_now())
+    if trainer is not None:
+        metrics["best_epoch"] = trainer.best_epoch
+        metrics["best_valid_score"] = trainer.best_valid_score if trainer.best_epoch is not None else None
+        metrics["best_valid"] = {k: float(v) for k, v in (trainer.best_valid_result or {}).items()}
+        metrics["initial_valid"] = {k: float(v) for k, v in (trainer.initial_valid_result or {}).items()}
+        metrics["epochs_trained"] = len(trainer.train_loss_dict)
+
+
+def _result_from_metrics(run_dir: Path, metrics: Mapping, skipped: bool = False) -> RunResult:
+    return RunResult(run_dir=Path(run_dir), status=metrics.get("status", "failed"), best_epoch=metrics.get("best_epoch"),
+                     best_valid=metrics.get("best_valid"), test=metrics.get("test"), error=metrics.get("error"),
+                     skipped=skipped)
+
+
+def _clear_run(paths: RunPaths) -> None:
+    import shutil
+
+    if paths.run_dir.exists():
+        shutil.rmtree(paths.run_dir)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,124 @@
+"""Where a run lives on disk, derived in one place.
+
+runs/<sweep>/<dataset>/<model>/<run_id>/
+    config.yaml  run.log  metrics.json  checkpoints/{best,last}.pth  events.out.tfevents.*
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+MAX_RUN_ID = 96
+_UNSAFE = re.compile(r"[^A-Za-z0-9._=,+@-]")
+
+
+def _flatten(params: Mapping, prefix: str = "") -> dict:
+    flat = {}
+    for key, value in params.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            flat.update(_flatten(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def _format(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def fingerprint(params: Mapping) -> str:
+    """A short stable hash of parameters (pure)."""
+    canonical = json.dumps(params, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha1(canonical.encode()).hexdigest()[:10]
+
+
+def make_run_id(params: Mapping) -> str:
+    """Readable, stable id for a run's identifying parameters: `epochs=2,lr=0.001,seed=2020`.
+
+    Keys are sorted and nested mappings flattened (`eval_args.mode=full`); characters unsafe in
+    file names become `_`. An id longer than MAX_RUN_ID keeps its start and ends with a hash of
+    the whole, so different parameters never share a directory.
+    """
+    flat = _flatten(params)
+    text = ",".join(f"{key}={_format(flat[key])}" for key in sorted(flat)) or "defaults"
+    safe = _UNSAFE.sub("_", text)
+    if len(safe) <= MAX_RUN_ID and safe == text:
+        return safe
+    return f"{safe[: MAX_RUN_ID - 12]}-{fingerprint(flat)}"
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    run_dir: Path
+
+    @property
+    def config(self) -> Path:
+        return self.run_dir / "config.yaml"
+
+    @property
+    def log(self) -> Path:
+        return self.run_dir / "run.log"
+
+    @property
+    def metrics(self) -> Path:
+        return self.run_dir / "metrics.json"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.run_dir / "checkpoints"
+
+    @property
+    def best(self) -> Path:
+        return self.checkpoints / "best.pth"
+
+    @property
+    def last(self) -> Path:
+        return self.checkpoints / "last.pth"
+
+    def epoch_copies(self) -> list[Path]:
+        return sorted(self.checkpoints.glob("epoch-*.pth"), reverse=True)
+
+    def event_files(self) -> list[Path]:
+        return sorted(self.run_dir.glob("events.out.tfevents.*"))
+
+    def create(self) -> None:
+        self.checkpoints.mkdir(parents=True, exist_ok=True)
+
+
+def run_paths(output_dir: Path, sweep: str, dataset: str, model: str, run_id: str) -> RunPaths:
+    return RunPaths(Path(output_dir) / sweep / dataset / model / run_id)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def read_metrics(path: Path) -> dict | None:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def write_metrics(path: Path, metrics: Mapping) -> None:
+    write_text_atomic(path, json.dumps(metrics, indent=2, default=str) + "\n")
+
+
+def write_config(path: Path, config: Mapping) -> None:
+    write_text_atomic(path, yaml.safe_dump(dict(config), sort_keys=True, default_flow_style=None))

@@ -1,0 +1,314 @@
+"""CustomTrainer: RecBole's Trainer with the loop of shared/DESIGN.md.
+
+What it adds to `recbole.trainer.Trainer.fit`, without changing a number RecBole reports:
+an initial validation at epoch -1 (which leaves every RNG as it found it), every metric in
+TensorBoard, `best.pth` and `last.pth` as different artifacts, full-state resume, callback
+events, and the hparams row in the run's own event file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from pathlib import Path
+from time import time
+
+import torch
+from recbole.trainer import Trainer
+from recbole.utils import dict2str, early_stopping, set_color
+
+from . import checkpoint, compat
+from .callbacks import CallbackHandler, TrainerControl
+from .errors import CheckpointError
+from .tensorboard import RunWriter
+
+
+class CustomTrainer(Trainer):
+    """`fit(train_data, valid_data=None, verbose=True, saved=True, show_progress=False,
+    callback_fn=None) -> (best_valid_score, best_valid_result)`, as RecBole's.
+
+    Extra keyword arguments: `writer` (a RunWriter; default: one in `checkpoint_dir`),
+    `callbacks` (see recrunner.callbacks) and `hparams` (the run's identifying parameters).
+    """
+
+    def __init__(self, config, model, *, writer=None, callbacks=(), hparams=None):
+        checkpoint_dir = Path(config["checkpoint_dir"])
+        checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        writer = writer or RunWriter(checkpoint_dir)
+        with compat.recbole_tensorboard_writer(writer):
+            super().__init__(config, model)
+        self.best_path = checkpoint_dir / "best.pth"
+        self.last_path = checkpoint_dir / "last.pth"
+        self.saved_model_file = str(self.best_path)
+        self.callbacks = CallbackHandler(callbacks)
+        self.control = TrainerControl()
+        self.hparams = dict(hparams) if hparams is not None else default_hparams(config)
+        self.save_total_limit = config["save_total_limit"]
+        self.checkpoint_every = max(1, config["checkpoint_every"] or 1)
+        self.epoch = None
+        self.best_epoch = None
+        self.initial_valid_result = None
+        self.finished = False  # early stopping fired: a resumed run trains no further
+        self._pending_rng = None
+        self._generators = {}
+
+    # ------------------------------------------------------------------ the loop
+    def fit(self, train_data, valid_data=None, verbose=True, saved=True, show_progress=False, callback_fn=None):
+        self._generators = _generators_of(train=train_data, valid=valid_data)
+        if saved and self.start_epoch >= self.epochs and not self.best_path.exists():
+            self._save_best_checkpoint(-1, verbose)
+        self.eval_collector.data_collect(train_data)
+        if self.config["train_neg_sample_args"].get("dynamic", False):
+            train_data.get_model(self.model)
+        self._call("on_fit_start")
+        try:
+            if valid_data and self.start_epoch == 0:
+                self._initial_validation(valid_data, verbose, show_progress)
+            self._restore_pending_rng()
+            for epoch_idx in range(self.start_epoch, self.epochs):
+                if self._run_epoch(epoch_idx, train_data, valid_data, verbose, saved, show_progress, callback_fn):
+                    self._log_stop(verbose)
+                    break
+        except BaseException as exc:
+            self._call("on_exception", exception=exc)
+            raise
+        self._add_hparam_to_tensorboard(self.best_valid_score)
+        self._call("on_fit_end")
+        return self.best_valid_score, self.best_valid_result
+
+    def _run_epoch(self, epoch_idx, train_data, valid_data, verbose, saved, show_progress, callback_fn) -> bool:
+        """Train one epoch, validate when due, save; True when training should stop."""
+        self.epoch = epoch_idx
+        self._call("on_epoch_start")
+        self._train_and_log(train_data, epoch_idx, verbose, show_progress)
+        stop = False
+        if self.eval_step <= 0 or not valid_data:
+            if saved:  # no validation: RecBole tests the newest weights
+                self._save_best_checkpoint(epoch_idx, verbose)
+        elif (epoch_idx + 1) % self.eval_step == 0:
+            stop = self._validate_and_track(valid_data, epoch_idx, verbose, saved, show_progress, callback_fn)
+        stop = stop or self.control.should_stop
+        self.finished = stop or epoch_idx + 1 >= self.epochs
+        self._call("on_epoch_end")
+        if saved and (self.finished or self.control.should_save or (epoch_idx + 1) % self.checkpoint_every == 0):
+            self.save_training_state(epoch_idx)
+        self.control.should_save = False
+        return stop
+
+    # ------------------------------------------------------------------ steps
+    def _initial_validation(self, valid_data, verbose, show_progress):
+        """Epoch -1: the untrained model's metrics, a baseline for every curve."""
+        start = time()
+        with self._rng_preserved():
+            score, result = self._valid_epoch(valid_data, show_progress=show_progress)
+        self._empty_cuda_cache()
+        self.initial_valid_result = dict(result)
+        if verbose:
+            self._log_validation(-1, time() - start, score, result)
+        self._log_metrics_to_tensorboard(result, -1, prefix="Valid")
+        self.tensorboard.add_scalar("Valid/score", score, -1)
+
+    def _train_and_log(self, train_data, epoch_idx, verbose, show_progress):
+        start = time()
+        train_loss = self._train_epoch(train_data, epoch_idx, show_progress=show_progress)
+        self.train_loss_dict[epoch_idx] = sum(train_loss) if isinstance(train_loss, tuple) else train_loss
+        if verbose:
+            self.logger.info(self._generate_train_loss_output(epoch_idx, start, time(), train_loss))
+        self._add_train_loss_to_tensorboard(epoch_idx, train_loss)
+        self.wandblogger.log_metrics({"epoch": epoch_idx, "train_loss": train_loss, "train_step": epoch_idx}, head="train")
+        self._call("on_train_epoch_end", losses=train_loss)
+
+    def _validate_and_track(self, valid_data, epoch_idx, verbose, saved, show_progress, callback_fn) -> bool:
+        start = time()
+        valid_score, valid_result = self._valid_epoch(valid_data, show_progress=show_progress)
+        self._empty_cuda_cache()
+        self.best_valid_score, self.cur_step, stop_flag, update_flag = early_stopping(
+            valid_score, self.best_valid_score, self.cur_step,
+            max_step=self.stopping_step, bigger=self.valid_metric_bigger,
+        )
+        if verbose:
+            self._log_validation(epoch_idx, time() - start, valid_score, valid_result)
+        self._log_metrics_to_tensorboard(valid_result, epoch_idx, prefix="Valid")
+        self.tensorboard.add_scalar("Valid/score", valid_score, epoch_idx)
+        self.wandblogger.log_metrics({**valid_result, "valid_step": epoch_idx}, head="valid")
+        self._call("on_validation_end", metrics=valid_result, score=valid_score)
+        if update_flag:
+            self.best_epoch = epoch_idx
+            self.best_valid_result = valid_result
+            if saved:
+                self._save_best_checkpoint(epoch_idx, verbose)
+        if callback_fn:
+            callback_fn(epoch_idx, valid_score)
+        return stop_flag
+
+    def _log_stop(self, verbose):
+        if verbose:
+            self.logger.info(f"Finished training, best eval result in epoch {self.best_epoch}")
+
+    def _add_hparam_to_tensorboard(self, best_valid_score):
+        """The hparams row, in this run's own event file; the run's status is added at its end."""
+        metrics = dict(self.best_valid_result or {})
+        best_step = self.best_epoch if self.best_epoch is not None else -1
+        self._log_metrics_to_tensorboard(metrics, best_step, prefix="Best_Valid")
+        if best_valid_score is not None and math.isfinite(best_valid_score):
+            self.tensorboard.add_scalar("Best_Valid/score", best_valid_score, best_step)
+        tags = [f"Best_Valid/{m}" for m in metrics] + ["Best_Valid/score"] + [f"Test/{m}" for m in metrics]
+        self.tensorboard.add_hparams(self.hparams, tags)
+
+    # ------------------------------------------------------------------ TensorBoard helpers
+    def _log_metrics_to_tensorboard(self, result, epoch, prefix="Valid"):
+        for name, value in (result or {}).items():
+            self.tensorboard.add_scalar(f"{prefix}/{name}", float(value), epoch)
+
+    def _add_train_loss_to_tensorboard(self, epoch_idx, losses, tag="Train/Loss"):
+        if isinstance(losses, tuple):
+            self.tensorboard.add_scalar(tag, sum(losses), epoch_idx)
+            for idx, loss in enumerate(losses):
+                self.tensorboard.add_scalar(f"{tag}_{idx}", loss, epoch_idx)
+        else:
+            self.tensorboard.add_scalar(tag, losses, epoch_idx)
+
+    def _log_validation(self, epoch_idx, seconds, score, result):
+        self.logger.info(
+            set_color(f"epoch {epoch_idx} evaluating", "green") + " [" + set_color("time", "blue")
+            + f": {seconds:.2f}s, " + set_color("valid_score", "blue") + f": {score:f}]"
+        )
+        self.logger.info(set_color("valid result", "blue") + ": \n" + dict2str(result))
+
+    # ------------------------------------------------------------------ checkpoints
+    def _save_checkpoint(self, epoch, verbose=True, **kwargs):
+        """RecBole's name for saving the checkpoint that testing loads: best.pth here."""
+        self._save_best_checkpoint(epoch, verbose)
+
+    def _save_best_checkpoint(self, epoch, verbose=True):
+        state = self._weights_state(kind="best", epoch=epoch)
+        state["best_valid_score"] = _plain_score(self.best_valid_score)
+        checkpoint.save_atomic(state, self.best_path)
+        if verbose:
+            self.logger.info(set_color("Saving best", "blue") + f": {self.best_path} (epoch {epoch})")
+        self._call("on_checkpoint_saved", path=self.best_path, kind="best")
+
+    def save_training_state(self, epoch):
+        """last.pth: everything needed to continue exactly after `epoch` (not an export)."""
+        state = self._weights_state(kind="last", epoch=epoch)
+        state.update(
+            optimizer=self.optimizer.state_dict(),
+            cur_step=self.cur_step,
+            best_valid_score=_plain_score(self.best_valid_score),
+            best_epoch=self.best_epoch,
+            best_valid_result=checkpoint.to_plain(dict(self.best_valid_result or {})) or None,
+            initial_valid_result=checkpoint.to_plain(self.initial_valid_result),
+            train_loss_dict=checkpoint.to_plain({int(k): v for k, v in self.train_loss_dict.items()}),
+            finished=self.finished,
+            callbacks=self.callbacks.state_dict(),
+            rng=checkpoint.rng_state(self._generators),
+        )
+        checkpoint.save_atomic(state, self.last_path)
+        if self.save_total_limit:
+            self._keep_epoch_copy(epoch, state)
+        self._call("on_checkpoint_saved", path=self.last_path, kind="last")
+
+    def _keep_epoch_copy(self, epoch, state):
+        checkpoint.save_atomic(state, self.last_path.parent / f"epoch-{epoch:04d}.pth")
+        copies = sorted(self.last_path.parent.glob("epoch-*.pth"))
+        for old in copies[: -int(self.save_total_limit)]:
+            old.unlink(missing_ok=True)
+
+    def _weights_state(self, kind, epoch):
+        try:
+            other = checkpoint.to_plain(self.model.other_parameter(), strict=True)
+        except TypeError as exc:
+            raise CheckpointError(f"{self.config['model']} keeps state recrunner cannot save safely: {exc}") from None
+        return {
+            "format_version": checkpoint.FORMAT_VERSION,
+            "kind": kind,
+            "epoch": epoch,
+            "model": self.config["model"],
+            "state_dict": self.model.state_dict(),
+            "other_parameter": other,
+            "config": checkpoint.to_plain(self.config.final_config_dict),
+        }
+
+    def resume_checkpoint(self, resume_file):
+        """Load a last.pth (or epoch-N.pth) and continue after its epoch, exactly."""
+        state = checkpoint.load(resume_file, map_location=self.device)
+        if state.get("kind") != "last":
+            raise CheckpointError(f"{resume_file} holds weights only (best.pth); resume needs last.pth or epoch-N.pth")
+        if state["model"] != self.config["model"]:
+            raise CheckpointError(f"{resume_file} was written by {state['model']}, not {self.config['model']}")
+        self.model.load_state_dict(state["state_dict"])
+        self.model.load_other_parameter(state.get("other_parameter"))
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.finished = bool(state["finished"])
+        self.start_epoch = self.epochs if self.finished else state["epoch"] + 1
+        self.cur_step = state["cur_step"]
+        self.best_valid_score = state["best_valid_score"]
+        self.best_epoch = state["best_epoch"]
+        self.best_valid_result = state["best_valid_result"]
+        self.initial_valid_result = state["initial_valid_result"]
+        self.train_loss_dict = dict(state["train_loss_dict"])
+        self.callbacks.load_state_dict(state["callbacks"])
+        self._pending_rng = state["rng"]
+        self.logger.info(
+            f"Resumed from {resume_file}: epoch {state['epoch']} done, continuing at epoch {self.start_epoch}"
+            f" (best epoch {self.best_epoch}, best score {self.best_valid_score})"
+        )
+        return state
+
+    def load_best_weights(self, path=None):
+        path = Path(path or self.best_path)
+        state = checkpoint.load(path, map_location=self.device)
+        self.model.load_state_dict(state["state_dict"])
+        self.model.load_other_parameter(state.get("other_parameter"))
+        self.logger.info(f"Loading model parameters from {path} (epoch {state['epoch']})")
+        return state
+
+    def evaluate(self, eval_data, load_best_model=True, model_file=None, show_progress=False):
+        if load_best_model and eval_data:
+            self.load_best_weights(model_file)
+        return super().evaluate(eval_data, load_best_model=False, show_progress=show_progress)
+
+    # ------------------------------------------------------------------ small helpers
+    def _call(self, event, **kwargs):
+        self.callbacks.call(event, self, self.control, **kwargs)
+
+    def _restore_pending_rng(self):
+        if self._pending_rng is not None:
+            checkpoint.restore_rng_state(self._pending_rng, self._generators)
+            self._pending_rng = None
+
+    @contextlib.contextmanager
+    def _rng_preserved(self):
+        """Run something without moving any RNG the training run depends on."""
+        state = checkpoint.rng_state(self._generators)
+        try:
+            yield
+        finally:
+            checkpoint.restore_rng_state(state, self._generators)
+
+    @staticmethod
+    def _empty_cuda_cache():
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+def _generators_of(**loaders) -> dict:
+    return {name: loader.generator for name, loader in loaders.items()
+            if loader is not None and isinstance(getattr(loader, "generator", None), torch.Generator)}
+
+
+def _plain_score(score):
+    return float(score) if score is not None else None
+
+
+def default_hparams(config) -> dict:
+    """The run's identifying parameters, as RecBole's _add_hparam_to_tensorboard chooses them."""
+    general = {p for group in config.parameters.values() for p in group}
+    general |= {"model", "dataset", "config_files", "device"}
+    hparams = {
+        "model": config["model"], "dataset": config["dataset"], "seed": config["seed"],
+        "learner": config["learner"], "learning_rate": config["learning_rate"],
+        "train_batch_size": config["train_batch_size"],
+    }
+    hparams.update({k: v for k, v in config.final_config_dict.items() if k not in general})
+    return hparams
