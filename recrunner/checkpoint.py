@@ -113,11 +113,13 @@ def load(path: Path, map_location="cpu") -> dict:
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # torch raises several types for truncated or foreign files
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        if "weights_only" in reason or "Unsupported global" in reason or "WeightsUnpickler" in reason:
+        message = str(exc)
+        if "Unsupported global" in message:  # a pickled object: opening it could run code
             raise CheckpointError(
                 f"{path} needs arbitrary unpickling (not a recrunner checkpoint); refusing to open it"
             ) from None
+        reason = next((line.strip() for line in message.splitlines() if "error" in line.lower()), "")
+        reason = reason or (message.strip().splitlines() or [type(exc).__name__])[0]
         raise CheckpointError(f"{path} is corrupt or truncated ({reason[:120]})") from None
     if not isinstance(state, dict) or state.get("format_version") != FORMAT_VERSION:
         raise CheckpointError(f"{path} is not a recrunner checkpoint (format {FORMAT_VERSION})")

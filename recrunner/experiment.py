@@ -70,6 +70,7 @@ class PreparedRun:
     run_id: str
     hparams: dict
     fingerprint: str
+    trainer_class: type
 
 
 def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
@@ -93,9 +94,10 @@ def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
     config_dict = {**file_layers, **params, "data_path": str(data_path), "checkpoint_dir": str(paths.checkpoints)}
     config = _recbole_config(Config, model, experiment.dataset, config_dict)
     check_valid_metric(config)
+    trainer_class = trainer_class_for(model, config["MODEL_TYPE"], CustomTrainer)
     hparams = {**default_hparams(config), **identity}
     settings = {"model": model, "dataset": experiment.dataset, **file_layers, **params}
-    return PreparedRun(experiment, config, paths, run_id, hparams, fingerprint(settings))
+    return PreparedRun(experiment, config, paths, run_id, hparams, fingerprint(settings), trainer_class)
 
 
 def _recbole_config(config_class, model, dataset, config_dict):
@@ -148,8 +150,7 @@ def _execute(prepared: PreparedRun, resume_from, callbacks) -> RunResult:
         init_seed(config["seed"], config["reproducibility"])
         model = get_model(config["model"])(config, train_data._dataset).to(config["device"])
         logger.info(model)
-        trainer_class = trainer_class_for(config["model"], config["MODEL_TYPE"], CustomTrainer)
-        trainer = trainer_class(config, model, writer=writer, callbacks=callbacks, hparams=prepared.hparams)
+        trainer = prepared.trainer_class(config, model, writer=writer, callbacks=callbacks, hparams=prepared.hparams)
         if resume:
             trainer.resume_checkpoint(resume[0])
         started = time.perf_counter()

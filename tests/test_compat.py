@@ -1,0 +1,79 @@
+"""Each dependency pin of pyproject.toml has a test here that fails without it."""
+
+import numpy as np
+import pytest
+
+from recrunner import compat
+from recrunner.errors import EnvironmentProblem
+
+
+def _config(model, dataset, data_path, **extra):
+    from recbole.config import Config
+
+    with compat.recbole_argv_cleared():
+        return Config(model=model, dataset=dataset, config_dict={"data_path": str(data_path), **extra})
+
+
+def test_incompatible_versions_are_named_with_their_fix():
+    problems = compat.incompatibilities({"numpy": "2.1.0", "pandas": "3.0.1", "scipy": "1.13.0"})
+    assert problems == [
+        "numpy 2.1.0 is installed but RecBole 1.2.1's Config uses aliases numpy 2 removed: pip install 'numpy<2'",
+        "pandas 3.0.1 is installed but RecBole 1.2.1 silently corrupts missing features under pandas 3: pip install 'pandas<3'",
+        "scipy 1.13.0 is installed but RecBole 1.2.1's graph models (LightGCN, NGCF, NCL...) cannot be built: pip install 'scipy<1.13'",
+    ]
+    assert compat.incompatibilities({"numpy": "1.26.4", "pandas": "2.3.3", "scipy": "1.12.0"}) == []
+
+
+def test_the_installed_environment_passes_the_check():
+    compat.check_environment()
+
+
+def test_check_environment_raises_a_config_error(monkeypatch):
+    monkeypatch.setattr(compat, "installed_versions", lambda: {"pandas": "3.0.0"})
+    with pytest.raises(EnvironmentProblem, match="pip install 'pandas<3'"):
+        compat.check_environment()
+
+
+def test_recbole_config_builds(tmp_path):  # numpy >= 2: AttributeError on np.float_
+    assert _config("BPR", "ml-100k", tmp_path)["model"] == "BPR"
+
+
+def test_missing_features_are_filled_not_corrupted(tmp_path):
+    """pandas 3 makes RecBole's chained fillna a no-op: tokens become -2**63, floats stay NaN."""
+    from recbole.data import create_dataset
+
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    rows = [(u, i, 10 * u + i) for u in range(1, 8) for i in range(1, 6)]
+    (folder / "tiny.inter").write_text("user_id:token\titem_id:token\ttimestamp:float\n"
+                                       + "".join(f"{u}\t{i}\t{t}\n" for u, i, t in rows))
+    items = ["1\tdrama\t1.5\tcomedy drama", "2\t\t\t", "3\taction\t2.5\taction", "4\tdrama\t\tdrama", "5\t\t3.5\t"]
+    (folder / "tiny.item").write_text("item_id:token\tgenre:token\tprice:float\ttags:token_seq\n" + "\n".join(items) + "\n")
+
+    dataset = create_dataset(_config("BPR", "tiny", tmp_path, load_col={"inter": ["user_id", "item_id"],
+                                                                      "item": ["item_id", "genre", "price", "tags"]}))
+    items = dataset.item_feat
+    assert int(items["genre"].min()) >= 0  # missing token -> padding id 0
+    assert not np.isnan(np.asarray(items["price"], dtype=float)).any()  # missing float -> column mean
+    assert len(items["tags"]) == dataset.item_num  # token_seq loads (Series.agg(len) breaks on pandas 3)
+
+
+def test_lightgcn_builds_its_normalised_graph(tmp_path):
+    """scipy >= 1.13 removed dok_matrix._update: LightGCN, NGCF, NCL... fail to build."""
+    import torch
+    from recbole.data import create_dataset, data_preparation
+    from recbole.model.general_recommender import LightGCN
+
+    config = _config("LightGCN", "ml-100k", tmp_path, user_inter_num_interval="[40,45]")
+    dataset = create_dataset(config)
+    train_data, _, _ = data_preparation(config, dataset)
+    model = LightGCN(config, train_data._dataset)
+
+    inter = train_data._dataset.inter_matrix(form="coo").toarray() > 0
+    users, items = inter.shape
+    adjacency = np.zeros((users + items, users + items))
+    adjacency[:users, users:] = inter
+    adjacency[users:, :users] = inter.T
+    degree = adjacency.sum(1) + 1e-7
+    expected = adjacency / np.sqrt(degree)[:, None] / np.sqrt(degree)[None, :]
+    assert torch.allclose(model.norm_adj_matrix.to_dense().double(), torch.from_numpy(expected), atol=1e-6)

@@ -1,0 +1,72 @@
+import pytest
+
+from recrunner.config import (available_metrics, check_overrides, check_valid_metric, coerce_value, load_yaml,
+                              parse_set_options)
+from recrunner.errors import ConfigError
+from recrunner.rundir import make_run_id
+
+
+def test_set_values_are_parsed_as_yaml():
+    assert parse_set_options(["epochs=5", "topk=[10,20]", "learning_rate=1e-3", "x=abc"]) == {
+        "epochs": 5, "topk": [10, 20], "learning_rate": 0.001, "x": "abc"}
+
+
+def test_malformed_yaml_reports_file_and_line(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("a: 1\nb: [2\nc: 3\n")
+    with pytest.raises(ConfigError, match=rf"malformed YAML in {path}:\d"):
+        load_yaml(path)
+
+
+def test_yaml_that_is_not_a_mapping_is_refused(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="must hold a mapping"):
+        load_yaml(path)
+
+
+def test_unknown_key_suggests_the_close_ones():
+    with pytest.raises(ConfigError, match="unknown config key 'learnig_rate'; did you mean learning_rate"):
+        check_overrides({"learnig_rate": 0.1}, {"learning_rate": 0.001, "epochs": 300})
+
+
+@pytest.mark.parametrize("value, default, expected", [
+    ("1e-3", 0.001, 0.001), (2, 0.5, 2), (3.0, 300, 3), (True, False, True), (None, 300, None), ([1], None, [1]),
+])
+def test_values_are_coerced_to_the_default_type(value, default, expected):
+    assert coerce_value("k", value, default) == expected
+
+
+@pytest.mark.parametrize("value, default", [("many", 300), (True, 300), (2.5, 300), ("yes", False), (3, {"a": 1})])
+def test_values_of_the_wrong_type_are_refused(value, default):
+    with pytest.raises(ConfigError, match="k expects"):
+        coerce_value("k", value, default)
+
+
+def test_available_metrics_expand_topk_only_for_ranking_metrics():
+    assert available_metrics(["Recall", "NDCG", "AUC"], [5, 10]) == ["recall@5", "recall@10", "ndcg@5", "ndcg@10", "auc"]
+
+
+def test_unsupported_valid_metric_lists_the_available_ones():
+    config = {"metrics": ["Recall", "MRR"], "topk": [10], "valid_metric": "NDCG@10"}
+    with pytest.raises(ConfigError, match="available: recall@10, mrr@10"):
+        check_valid_metric(config)
+    check_valid_metric({**config, "valid_metric": "MRR@10"})
+
+
+def test_run_id_is_readable_sorted_and_stable():
+    assert make_run_id({"seed": 2020, "learning_rate": 0.001}) == "learning_rate=0.001,seed=2020"
+    assert make_run_id({"learning_rate": 0.001, "seed": 2020}) == make_run_id({"seed": 2020, "learning_rate": 0.001})
+    assert make_run_id({"eval_args": {"mode": "full"}}) == "eval_args.mode=full"
+
+
+def test_run_ids_differ_when_only_unsafe_characters_differ():
+    closed, half_open = make_run_id({"i": "[10,60]"}), make_run_id({"i": "[10,60)"})
+    assert closed != half_open and "/" not in closed and "[" not in closed
+
+
+def test_long_run_ids_are_shortened_with_a_hash():
+    params = {f"parameter_{i}": i for i in range(20)}
+    run_id = make_run_id(params)
+    assert len(run_id) <= 96 and run_id.startswith("parameter_0=0,")
+    assert run_id != make_run_id({**params, "parameter_19": 0})

@@ -1,0 +1,124 @@
+"""Kill a real training process with SIGKILL; the resumed run must end exactly as an uninterrupted one."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from recrunner import Experiment, run_experiment
+
+from .conftest import REPO, TINY_BPR, TINY_SASREC, read_scalars
+
+# Runs one experiment and SIGKILLs itself at a chosen point: after the last.pth of epoch K
+# ("after-epoch"), or halfway through writing the last.pth of epoch K ("mid-write").
+KILLER = textwrap.dedent("""
+    import json, os, signal, sys
+    from pathlib import Path
+    import torch
+    from recrunner import Callback, Experiment, Workspace, run_experiment
+
+    spec = json.loads(sys.argv[1])
+    kill_epoch, mode = spec["kill_epoch"], spec["mode"]
+
+    class KillAfterEpoch(Callback):
+        def on_checkpoint_saved(self, trainer, control, path, kind):
+            if kind == "last" and trainer.epoch == kill_epoch:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    real_save = torch.save
+    def half_written_save(obj, f, *args, **kwargs):
+        if obj.get("kind") == "last" and obj.get("epoch") == kill_epoch:
+            real_save(obj, f, *args, **kwargs)
+            f.flush(); f.truncate(f.tell() // 2); f.flush(); os.fsync(f.fileno())
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real_save(obj, f, *args, **kwargs)
+    if mode == "mid-write":
+        torch.save = half_written_save
+
+    ws = Workspace(Path(spec["output"]), Path(spec["data"]), Path(spec["configs"]))
+    run_experiment(Experiment(spec["model"], "ml-100k", spec["params"]), ws, console=False,
+                   callbacks=[KillAfterEpoch()] if mode == "after-epoch" else [])
+""")
+
+
+def _killed_run(workspace, model, params, kill_epoch, mode):
+    spec = {"model": model, "params": params, "kill_epoch": kill_epoch, "mode": mode,
+            "output": str(workspace.output_dir), "data": str(workspace.data_path), "configs": str(workspace.config_dir)}
+    proc = subprocess.run([sys.executable, "-c", KILLER, json.dumps(spec)], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+
+
+CASES = [
+    ("SASRec", {**TINY_SASREC, "epochs": 4}, 1, "after-epoch"),
+    ("BPR", {**TINY_BPR, "epochs": 5, "learning_rate": 0.01}, 2, "after-epoch"),
+    ("SASRec", {**TINY_SASREC, "epochs": 4}, 2, "mid-write"),
+]
+
+
+@pytest.mark.parametrize("model, params, kill_epoch, mode", CASES)
+def test_a_killed_run_resumes_to_exactly_the_uninterrupted_result(model, params, kill_epoch, mode, workspace, tmp_path):
+    from recrunner import Workspace
+
+    reference = run_experiment(Experiment(model, "ml-100k", params), workspace, console=False)
+
+    killed_ws = Workspace(tmp_path / "killed-runs", workspace.data_path, workspace.config_dir)
+    _killed_run(killed_ws, model, params, kill_epoch, mode)
+    metrics = json.loads(next(killed_ws.output_dir.rglob("metrics.json")).read_text())
+    assert metrics["status"] == "running"  # the process died without a word
+
+    resumed = run_experiment(Experiment(model, "ml-100k", params), killed_ws, console=False)
+
+    assert resumed.status == "ok" and not resumed.skipped
+    assert resumed.best_epoch == reference.best_epoch
+    assert resumed.best_valid == reference.best_valid
+    assert resumed.test == reference.test
+    log = (resumed.run_dir / "run.log").read_text()
+    resumed_after = kill_epoch - 1 if mode == "mid-write" else kill_epoch
+    assert f"continuing at epoch {resumed_after + 1}" in log
+    # curves continue with no duplicated steps
+    steps = [step for step, _ in read_scalars(resumed.run_dir)["Train/Loss"]]
+    assert steps == list(range(params["epochs"]))
+    assert read_scalars(resumed.run_dir)["Valid/recall@10"][0][0] == -1
+
+
+def test_a_corrupt_last_checkpoint_falls_back_to_an_older_one(workspace):
+    params = {**TINY_BPR, "epochs": 3, "save_total_limit": 2}
+    reference = run_experiment(Experiment("BPR", "ml-100k", params), workspace, console=False, restart=True)
+    checkpoints = reference.run_dir / "checkpoints"
+    assert sorted(p.name for p in checkpoints.glob("epoch-*.pth")) == ["epoch-0001.pth", "epoch-0002.pth"]
+
+    # pretend the run stopped after epoch 1 and its newest last.pth was damaged
+    (checkpoints / "epoch-0002.pth").unlink()
+    (checkpoints / "last.pth").write_bytes(b"garbage" * 100)
+    metrics_path = reference.run_dir / "metrics.json"
+    metrics_path.write_text(json.dumps({**json.loads(metrics_path.read_text()), "status": "interrupted"}))
+
+    resumed = run_experiment(Experiment("BPR", "ml-100k", params), workspace, console=False)
+
+    log = (resumed.run_dir / "run.log").read_text()
+    assert "last.pth is corrupt or truncated" in log and "continuing at epoch 2" in log
+    assert resumed.test == reference.test
+
+
+def test_restart_trains_again_from_scratch(workspace):
+    first = run_experiment(Experiment("BPR", "ml-100k", TINY_BPR), workspace, console=False)
+    again = run_experiment(Experiment("BPR", "ml-100k", TINY_BPR), workspace, console=False, restart=True)
+    assert not again.skipped and again.test == first.test
+    assert "Resumed" not in (again.run_dir / "run.log").read_text()
+
+
+def test_last_checkpoint_holds_the_full_training_state(workspace):
+    result = run_experiment(Experiment("SASRec", "ml-100k", TINY_SASREC), workspace, console=False)
+    state = torch.load(result.run_dir / "checkpoints" / "last.pth", weights_only=True)
+    assert {"state_dict", "optimizer", "epoch", "cur_step", "best_valid_score", "best_epoch", "best_valid_result",
+            "train_loss_dict", "callbacks", "rng", "config", "format_version", "finished"} <= set(state)
+    assert set(state["rng"]) >= {"python", "numpy", "torch", "generators"} and "train" in state["rng"]["generators"]
+    assert state["epoch"] == 1 and state["finished"] is True
+    best = torch.load(result.run_dir / "checkpoints" / "best.pth", weights_only=True)
+    assert best["kind"] == "best" and "optimizer" not in best
