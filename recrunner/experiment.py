@@ -112,6 +112,8 @@ def run_experiment(experiment: Experiment, workspace: Workspace, *, restart: boo
                    resume_from: Path | None = None, callbacks: Sequence = (), console: bool = True) -> RunResult:
     """Run (or resume, or skip if finished) one experiment; see the module docstring."""
     prepared = prepare(experiment, workspace)
+    if resume_from is not None:
+        _check_resumable(resume_from)
     paths = prepared.paths
     previous = read_metrics(paths.metrics)
     if previous and not restart:
@@ -138,6 +140,8 @@ def _execute(prepared: PreparedRun, resume_from, callbacks) -> RunResult:
     write_config(paths.config, to_plain(config.final_config_dict))
     write_metrics(paths.metrics, metrics)
     resume = _resume_point(paths, resume_from)
+    if resume_from is not None:
+        _bring_best_checkpoint(Path(resume_from), paths)
     writer = RunWriter(paths.run_dir, purge_step=resume[1] + 1 if resume else None)
     status, error, trainer = "failed", None, None
     try:
@@ -178,6 +182,11 @@ def _execute(prepared: PreparedRun, resume_from, callbacks) -> RunResult:
     return _result_from_metrics(paths.run_dir, metrics)
 
 
+def _check_resumable(path: Path) -> None:
+    if load_checkpoint(path).get("kind") != "last":
+        raise CheckpointError(f"{path} holds weights only (best.pth); resume needs last.pth or epoch-NNNN.pth")
+
+
 def _resume_point(paths: RunPaths, resume_from) -> tuple[Path, int] | None:
     """The checkpoint to continue from and its epoch; falls back past corrupt files."""
     if resume_from is not None:
@@ -197,6 +206,22 @@ def _resume_point(paths: RunPaths, resume_from) -> tuple[Path, int] | None:
     for stale in paths.event_files():  # curves of an attempt that left no checkpoint
         stale.unlink()
     return None
+
+
+def _bring_best_checkpoint(resume_from: Path, paths: RunPaths) -> None:
+    """A run continued in another directory needs the best weights seen before the resume point."""
+    import shutil
+
+    source = resume_from.parent / "best.pth"
+    if paths.best.exists() or source.resolve() == paths.best.resolve():
+        return
+    best_epoch = load_checkpoint(resume_from)["best_epoch"]
+    if source.is_file() and load_checkpoint(source)["epoch"] == best_epoch:
+        shutil.copy2(source, paths.best)
+        logger.info(f"copied {source} (the best weights as of {resume_from.name}) into this run")
+    elif best_epoch is not None:
+        logger.warning(f"the best weights as of {resume_from} (epoch {best_epoch}) are not beside it; "
+                       "test scoring will use the best epoch trained from here on")
 
 
 def _initial_metrics(prepared: PreparedRun) -> dict:

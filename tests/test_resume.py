@@ -122,3 +122,59 @@ def test_last_checkpoint_holds_the_full_training_state(workspace):
     assert state["epoch"] == 1 and state["finished"] is True
     best = torch.load(result.run_dir / "checkpoints" / "best.pth", weights_only=True)
     assert best["kind"] == "best" and "optimizer" not in best
+
+
+def test_sigterm_marks_the_run_interrupted_and_the_same_command_resumes(workspace, tmp_path):
+    import time
+
+    params = {**TINY_SASREC, "epochs": 6}
+    reference = run_experiment(Experiment("SASRec", "ml-100k", params), workspace, console=False)
+    output = tmp_path / "cli-runs"
+    command = [sys.executable, str(REPO / "run_experiments.py"), "--quiet", "--output", str(output),
+               "--data-path", str(workspace.data_path), "--config-dir", str(workspace.config_dir),
+               "--set", *[f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in params.items()]]
+    proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not list(output.rglob("last.pth")) and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted" in err and "Traceback" not in err
+    metrics = json.loads(next(output.rglob("metrics.json")).read_text())
+    assert metrics["status"] == "interrupted"
+
+    again = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+
+    assert again.returncode == 0, again.stderr[-2000:]
+    metrics = json.loads(next(output.rglob("metrics.json")).read_text())
+    assert metrics["status"] == "ok"
+    assert metrics["test"] == reference.test and metrics["best_epoch"] == reference.best_epoch
+    assert "Resumed from" in next(output.rglob("run.log")).read_text()
+
+
+def test_resume_from_a_given_checkpoint(workspace, tmp_path):
+    from recrunner import Workspace
+
+    params = {**TINY_BPR, "epochs": 3, "save_total_limit": 3}
+    reference = run_experiment(Experiment("BPR", "ml-100k", params), workspace, console=False)
+    epoch_0 = reference.run_dir / "checkpoints" / "epoch-0000.pth"
+
+    other = Workspace(tmp_path / "elsewhere", workspace.data_path, workspace.config_dir)
+    resumed = run_experiment(Experiment("BPR", "ml-100k", params), other, console=False, resume_from=epoch_0)
+
+    assert f"Resumed from {epoch_0}" in (resumed.run_dir / "run.log").read_text()
+    assert resumed.test == reference.test and resumed.best_epoch == reference.best_epoch
+
+
+def test_resume_from_best_pth_is_refused_before_anything_is_written(workspace, tmp_path):
+    from recrunner import Workspace
+    from recrunner.errors import CheckpointError
+
+    result = run_experiment(Experiment("BPR", "ml-100k", TINY_BPR), workspace, console=False)
+    other = Workspace(tmp_path / "elsewhere", workspace.data_path, workspace.config_dir)
+    with pytest.raises(CheckpointError, match="holds weights only"):
+        run_experiment(Experiment("BPR", "ml-100k", TINY_BPR), other, console=False,
+                       resume_from=result.run_dir / "checkpoints" / "best.pth")
+    assert not other.output_dir.exists()
