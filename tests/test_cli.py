@@ -85,3 +85,20 @@ def test_our_flags_never_reach_recbole_argv_parsing(base_args, capsys, monkeypat
     prepared = prepare(Experiment("BPR", "ml-100k", {"epochs": 3}), workspace)
     assert prepared.config["epochs"] == 3
     assert sys.argv[1] == "--epochs=7"  # restored afterwards
+
+
+def test_data_path_comes_from_the_environment_when_not_given(tmp_path, capsys, monkeypatch):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.setenv("RECRUNNER_DATA_PATH", str(elsewhere))
+    code, _, err = _run(capsys, ["--output", str(tmp_path / "runs"), "--dataset", "Amazon_Nothing"])
+    assert code == 2 and str(elsewhere / "Amazon_Nothing") in err
+
+
+def test_a_known_dataset_is_a_clear_error_when_its_server_cannot_be_reached(base_args, capsys, monkeypatch):
+    from recrunner import data
+
+    monkeypatch.setattr(data, "reachable", lambda url, timeout=3.0: False)
+    code, _, err = _run(capsys, base_args + ["--dataset", "yelp"])
+    assert code == 2
+    assert "dataset 'yelp' not found (RecBole knows it, but its server cannot be reached)" in err

@@ -77,3 +77,12 @@ def test_lightgcn_builds_its_normalised_graph(tmp_path):
     degree = adjacency.sum(1) + 1e-7
     expected = adjacency / np.sqrt(degree)[:, None] / np.sqrt(degree)[None, :]
     assert torch.allclose(model.norm_adj_matrix.to_dense().double(), torch.from_numpy(expected), atol=1e-6)
+
+
+def test_ray_imports_for_the_cluster_backend():
+    """setuptools >= 82 drops pkg_resources, which ray 2.6.3 (RecBole's pin) imports."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", "import ray"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-1000:]
