@@ -118,12 +118,17 @@ def load(path: Path, map_location="cpu") -> dict:
             raise CheckpointError(
                 f"{path} needs arbitrary unpickling (not a recrunner checkpoint); refusing to open it"
             ) from None
-        reason = next((line.strip() for line in message.splitlines() if "error" in line.lower()), "")
-        reason = reason or (message.strip().splitlines() or [type(exc).__name__])[0]
-        raise CheckpointError(f"{path} is corrupt or truncated ({reason[:120]})") from None
+        raise CheckpointError(f"{path} is corrupt or truncated ({_load_failure(message, exc)})") from None
     if not isinstance(state, dict) or state.get("format_version") != FORMAT_VERSION:
         raise CheckpointError(f"{path} is not a recrunner checkpoint (format {FORMAT_VERSION})")
     return state
+
+
+def _load_failure(message: str, exc: Exception) -> str:
+    """The informative part of torch.load's error (it wraps it in paragraphs of advice)."""
+    _, marker, rest = message.partition("WeightsUnpickler error:")
+    lines = [line.strip() for line in (rest if marker else message).splitlines() if line.strip()]
+    return (lines[0] if lines else type(exc).__name__)[:120]
 
 
 # --- random number generators -------------------------------------------------------------

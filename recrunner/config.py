@@ -9,6 +9,8 @@ top layer, with sys.argv hidden (compat.recbole_argv_cleared).
 from __future__ import annotations
 
 import difflib
+import functools
+import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -47,9 +49,9 @@ def load_yaml(path: Path) -> dict:
     return data
 
 
+@functools.lru_cache(maxsize=None)
 def _loader():
     """A YAML loader that reads 1e-3 as a float, like RecBole's own loader does."""
-    import re
 
     class Loader(yaml.SafeLoader):
         pass

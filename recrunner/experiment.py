@@ -84,9 +84,10 @@ def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
     file_layers = layered_params(workspace.config_dir, model, experiment.dataset, {})
     params = dict(experiment.params)
 
+    # RecBole's defaults for this model and dataset, without the overrides: the keys and types to check them against
     defaults = _recbole_config(Config, model, experiment.dataset, {**file_layers, "data_path": str(data_path)})
     known = {**defaults.internal_config_dict, **file_layers}
-    params = check_overrides(params, known)
+    params = check_overrides(params, known, source="--set/--config-file")
     identity = {**params, "seed": params.get("seed", defaults["seed"])}
     run_id = make_run_id(identity)
     paths = run_paths(workspace.output_dir, experiment.sweep, experiment.dataset, model, run_id)
@@ -112,8 +113,7 @@ def run_experiment(experiment: Experiment, workspace: Workspace, *, restart: boo
                    resume_from: Path | None = None, callbacks: Sequence = (), console: bool = True) -> RunResult:
     """Run (or resume, or skip if finished) one experiment; see the module docstring."""
     prepared = prepare(experiment, workspace)
-    if resume_from is not None:
-        _check_resumable(resume_from)
+    resume_state = _resumable_state(resume_from) if resume_from is not None else None
     paths = prepared.paths
     previous = read_metrics(paths.metrics)
     if previous and not restart:
@@ -128,10 +128,10 @@ def run_experiment(experiment: Experiment, workspace: Workspace, *, restart: boo
         _clear_run(paths)
     paths.create()
     with run_logging(paths.log, console=console):
-        return _execute(prepared, resume_from, callbacks)
+        return _execute(prepared, resume_from, resume_state, callbacks)
 
 
-def _execute(prepared: PreparedRun, resume_from, callbacks) -> RunResult:
+def _execute(prepared: PreparedRun, resume_from, resume_state, callbacks) -> RunResult:
     from recbole.data import create_dataset, data_preparation
     from recbole.utils import get_model, init_seed
 
@@ -139,9 +139,11 @@ def _execute(prepared: PreparedRun, resume_from, callbacks) -> RunResult:
     metrics = _initial_metrics(prepared)
     write_config(paths.config, to_plain(config.final_config_dict))
     write_metrics(paths.metrics, metrics)
-    resume = _resume_point(paths, resume_from)
     if resume_from is not None:
-        _bring_best_checkpoint(Path(resume_from), paths)
+        resume = Path(resume_from), int(resume_state["epoch"])
+        _bring_best_checkpoint(Path(resume_from), resume_state["best_epoch"], paths)
+    else:
+        resume = _resume_point(paths)
     writer = RunWriter(paths.run_dir, purge_step=resume[1] + 1 if resume else None)
     status, error, trainer = "failed", None, None
     try:
@@ -182,16 +184,16 @@ def _execute(prepared: PreparedRun, resume_from, callbacks) -> RunResult:
     return _result_from_metrics(paths.run_dir, metrics)
 
 
-def _check_resumable(path: Path) -> None:
-    if load_checkpoint(path).get("kind") != "last":
+def _resumable_state(path: Path) -> dict:
+    """An explicit --resume-from file: it must open and hold a full training state."""
+    state = load_checkpoint(path)
+    if state.get("kind") != "last":
         raise CheckpointError(f"{path} holds weights only (best.pth); resume needs last.pth or epoch-NNNN.pth")
+    return state
 
 
-def _resume_point(paths: RunPaths, resume_from) -> tuple[Path, int] | None:
-    """The checkpoint to continue from and its epoch; falls back past corrupt files."""
-    if resume_from is not None:
-        state = load_checkpoint(resume_from)  # an explicit file that cannot be read is an error
-        return Path(resume_from), int(state["epoch"])
+def _resume_point(paths: RunPaths) -> tuple[Path, int] | None:
+    """This run's checkpoint to continue from and its epoch; falls back past corrupt files."""
     for candidate in [paths.last, *paths.epoch_copies()]:
         if not candidate.exists():
             continue
@@ -208,14 +210,13 @@ def _resume_point(paths: RunPaths, resume_from) -> tuple[Path, int] | None:
     return None
 
 
-def _bring_best_checkpoint(resume_from: Path, paths: RunPaths) -> None:
+def _bring_best_checkpoint(resume_from: Path, best_epoch, paths: RunPaths) -> None:
     """A run continued in another directory needs the best weights seen before the resume point."""
     import shutil
 
     source = resume_from.parent / "best.pth"
     if paths.best.exists() or source.resolve() == paths.best.resolve():
         return
-    best_epoch = load_checkpoint(resume_from)["best_epoch"]
     if source.is_file() and load_checkpoint(source)["epoch"] == best_epoch:
         shutil.copy2(source, paths.best)
         logger.info(f"copied {source} (the best weights as of {resume_from.name}) into this run")

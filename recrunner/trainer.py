@@ -157,8 +157,7 @@ class CustomTrainer(Trainer):
 
     # ------------------------------------------------------------------ TensorBoard helpers
     def _log_metrics_to_tensorboard(self, result, epoch, prefix="Valid"):
-        for name, value in (result or {}).items():
-            self.tensorboard.add_scalar(f"{prefix}/{name}", float(value), epoch)
+        self.tensorboard.add_metrics(result or {}, epoch, prefix)
 
     def _add_train_loss_to_tensorboard(self, epoch_idx, losses, tag="Train/Loss"):
         if isinstance(losses, tuple):

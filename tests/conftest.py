@@ -42,7 +42,7 @@ def read_scalars(run_dir: Path) -> dict:
 def read_hparams(run_dir: Path) -> dict:
     """The hparams plugin data of a run: hparams, metric tags and status."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    from tensorboard.plugins.hparams import metadata
+    from tensorboard.plugins.hparams import api_pb2, metadata
 
     accumulator = EventAccumulator(str(run_dir))
     accumulator.Reload()
@@ -51,8 +51,6 @@ def read_hparams(run_dir: Path) -> dict:
     start = metadata.parse_session_start_info_plugin_data(contents[metadata.SESSION_START_INFO_TAG])
     experiment = metadata.parse_experiment_plugin_data(contents[metadata.EXPERIMENT_TAG])
     end = contents.get(metadata.SESSION_END_INFO_TAG)
-    from tensorboard.plugins.hparams import api_pb2
-
     return {
         "hparams": {k: v.WhichOneof("kind") and getattr(v, v.WhichOneof("kind")) for k, v in start.hparams.items()},
         "metric_tags": [m.name.tag for m in experiment.metric_infos],
