@@ -26,8 +26,33 @@ RECBOLE_DERIVED_KEYS = frozenset({
     "train_stage", "pre_model_path", "kg_reverse_r",
 })
 
-# Keys recrunner itself reads (documented in configs/base.yaml).
-RECRUNNER_KEYS = frozenset({"save_total_limit", "checkpoint_every"})
+# recrunner's own keys with their defaults: the lowest layer above RecBole's (README: Configuration).
+RECRUNNER_DEFAULTS: dict[str, Any] = {
+    "checkpoint_every": 1,              # write checkpoints/last.pth every N epochs
+    "save_total_limit": None,           # also keep the newest N epoch-NNNN.pth copies of last.pth
+    "early_stop_metric": None,          # metric watched by early stopping; None: valid_metric
+    "early_stop_min_delta": 0.0,        # smallest change that counts as an improvement
+    "nan_guard": True,                  # a non-finite loss or score fails the run with its reason
+    "progress_bar": True,               # a tqdm bar over epochs, shown only on a terminal
+    "lr_scheduler": None,               # constant | step | cosine | plateau; None: RecBole's fixed rate
+    "lr_warmup": 0,                     # linear warmup length, in lr_interval units
+    "lr_interval": "epoch",             # epoch | batch: what one schedule step is
+    "lr_step_size": 10,                 # step: multiply by lr_gamma every lr_step_size steps
+    "lr_gamma": 0.1,                    # step and plateau: the multiplicative factor
+    "lr_patience": 2,                   # plateau: validations without improvement before lowering
+    "lr_min": 0.0,                      # cosine and plateau: the floor
+    "gradient_accumulation_steps": 1,   # batches whose gradients are averaged before a step
+    "trackers": [],                     # external loggers: wandb, mlflow (pip install 'recrunner[wandb]')
+    "mlflow_tracking_uri": None,        # None: runs/<sweep>/mlruns
+    "mlflow_experiment": None,          # None: MLflow's default experiment
+}
+RECRUNNER_KEYS = frozenset(RECRUNNER_DEFAULTS)
+
+
+def setting(config, key: str) -> Any:
+    """A recrunner key from a RecBole Config (None when missing), falling back to its default."""
+    value = config[key]
+    return RECRUNNER_DEFAULTS[key] if value is None else value
 
 
 def load_yaml(path: Path) -> dict:
@@ -111,7 +136,7 @@ def check_overrides(overrides: Mapping, defaults: Mapping, source: str = "--set"
             close = difflib.get_close_matches(key, known, n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else "; see RecBole's overall.yaml and the model's yaml"
             raise ConfigError(f"{source}: unknown config key {key!r}{hint}")
-        checked[key] = coerce_value(key, value, defaults.get(key), source)
+        checked[key] = coerce_value(key, value, defaults.get(key, RECRUNNER_DEFAULTS.get(key)), source)
     return checked
 
 

@@ -5,6 +5,7 @@
     |   +-- DatasetNotFoundError
     |   +-- EnvironmentProblem  an installed dependency RecBole 1.2.1 cannot work with
     +-- CheckpointError       a checkpoint that cannot be read or written
+    +-- TrainingFailed        a callback ended the run (a non-finite loss or score, ...)
     +-- RunInterrupted        SIGTERM / Ctrl-C during a run (exit 130)
 
 Messages are one line and say what to do; the CLI prints them without a traceback.
@@ -28,6 +29,10 @@ class EnvironmentProblem(ConfigError):
 
 
 class CheckpointError(RecrunnerError):
+    pass
+
+
+class TrainingFailed(RecrunnerError):
     pass
 
 

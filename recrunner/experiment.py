@@ -11,6 +11,7 @@ is interrupted is recorded as `interrupted` and continues from last.pth when run
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -18,11 +19,13 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from . import __version__, compat
+from .accumulation import accumulation_steps
+from .callbacks import default_callbacks, with_defaults
 from .checkpoint import load as load_checkpoint
 from .checkpoint import to_plain
-from .config import check_overrides, check_valid_metric, layered_params
+from .config import RECRUNNER_DEFAULTS, check_overrides, check_valid_metric, layered_params
 from .data import resolve_data_path
-from .errors import CheckpointError, ConfigError, RunInterrupted
+from .errors import CheckpointError, ConfigError, RecrunnerError, RunInterrupted
 from .models import resolve_model, trainer_class_for
 from .rundir import RunPaths, fingerprint, make_run_id, read_metrics, run_paths, write_config, write_metrics
 from .runlog import run_logging
@@ -86,15 +89,17 @@ def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
 
     # RecBole's defaults for this model and dataset, without the overrides: the keys and types to check them against
     defaults = _recbole_config(Config, model, experiment.dataset, {**file_layers, "data_path": str(data_path)})
-    known = {**defaults.internal_config_dict, **file_layers}
+    known = {**defaults.internal_config_dict, **RECRUNNER_DEFAULTS, **file_layers}
     params = check_overrides(params, known, source="--set/--config-file")
     identity = {**params, "seed": params.get("seed", defaults["seed"])}
     run_id = make_run_id(identity)
     paths = run_paths(workspace.output_dir, experiment.sweep, experiment.dataset, model, run_id)
 
-    config_dict = {**file_layers, **params, "data_path": str(data_path), "checkpoint_dir": str(paths.checkpoints)}
+    config_dict = {**RECRUNNER_DEFAULTS, **file_layers, **params, "data_path": str(data_path), "checkpoint_dir": str(paths.checkpoints)}
     config = _recbole_config(Config, model, experiment.dataset, config_dict)
     check_valid_metric(config)
+    default_callbacks(config)  # its settings are checked here, before anything is written
+    accumulation_steps(config)
     trainer_class = trainer_class_for(model, config["MODEL_TYPE"], CustomTrainer)
     hparams = {**default_hparams(config), **identity}
     settings = {"model": model, "dataset": experiment.dataset, **file_layers, **params}
@@ -155,24 +160,27 @@ def _execute(prepared: PreparedRun, resume_from, resume_state, callbacks) -> Run
         metrics["data_seconds"] = round(time.perf_counter() - started, 3)
         init_seed(config["seed"], config["reproducibility"])
         model = get_model(config["model"])(config, train_data._dataset).to(config["device"])
-        logger.info(model)
+        logger.info(model, extra={"file_only": True})
+        callbacks = with_defaults(default_callbacks(config, paths.run_dir), callbacks)
         trainer = prepared.trainer_class(config, model, writer=writer, callbacks=callbacks, hparams=prepared.hparams)
         if resume:
             trainer.resume_checkpoint(resume[0])
+        show_progress = bool(config["show_progress"]) and sys.stderr.isatty()  # bars are for terminals
         started = time.perf_counter()
-        trainer.fit(train_data, valid_data, saved=True, show_progress=config["show_progress"])
+        trainer.fit(train_data, valid_data, saved=True, show_progress=show_progress)
         metrics["train_seconds"] = round(time.perf_counter() - started, 3)
         started = time.perf_counter()
-        test_result = trainer.evaluate(test_data, load_best_model=True, show_progress=config["show_progress"])
+        test_result = trainer.test(test_data, show_progress=show_progress)
         metrics["test_seconds"] = round(time.perf_counter() - started, 3)
-        writer.add_metrics(test_result, trainer.best_epoch if trainer.best_epoch is not None else 0, "Test")
-        logger.info(f"test result: {dict(test_result)}")
         metrics["test"] = {k: float(v) for k, v in test_result.items()}
         status = "ok"
     except (KeyboardInterrupt, RunInterrupted):
         status, error = "interrupted", "interrupted; run the same command again to resume from last.pth"
         logger.warning(error)
         raise RunInterrupted(f"{config['model']} on {config['dataset']} interrupted; the same command resumes it")
+    except RecrunnerError as exc:  # a failure recrunner understood: its message says it all
+        error = _one_line(exc)
+        logger.error(f"run failed: {error}")
     except Exception as exc:  # a failing run is recorded, never lost; the sweep goes on
         error = _one_line(exc)
         logger.exception(f"run failed: {error}")

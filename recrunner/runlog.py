@@ -25,6 +25,11 @@ class _PlainFormatter(logging.Formatter):
         return _ANSI.sub("", super().format(record))
 
 
+def _not_file_only(record: logging.LogRecord) -> bool:
+    """Records logged with extra={"file_only": True} (the model's repr) stay out of the console."""
+    return not getattr(record, "file_only", False)
+
+
 @contextlib.contextmanager
 def run_logging(log_file: Path, *, console: bool = True, level: int = logging.INFO):
     """Send the root logger (RecBole's) to `log_file` (appended) and the console meanwhile."""
@@ -35,6 +40,7 @@ def run_logging(log_file: Path, *, console: bool = True, level: int = logging.IN
         stream = logging.StreamHandler(sys.stderr)
         keep_colour = sys.stderr.isatty()
         stream.setFormatter(logging.Formatter(FORMAT, DATEFMT) if keep_colour else _PlainFormatter(FORMAT, DATEFMT))
+        stream.addFilter(_not_file_only)
         handlers.append(stream)
     saved_level = root.level
     root.setLevel(level)

@@ -4,6 +4,10 @@ What it adds to `recbole.trainer.Trainer.fit`, without changing a number RecBole
 an initial validation at epoch -1 (which leaves every RNG as it found it), every metric in
 TensorBoard, `best.pth` and `last.pth` as different artifacts, full-state resume, callback
 events, and the hparams row in the run's own event file.
+
+Behaviour beyond the loop itself lives in callbacks (recrunner.callbacks): early stopping, the
+non-finite guard, the progress bar, the LR schedule, the history file, trackers. The trainer
+tracks the best epoch (by `valid_metric`, as RecBole) and carries out what callbacks request.
 """
 
 from __future__ import annotations
@@ -15,12 +19,17 @@ from time import time
 
 import torch
 from recbole.trainer import Trainer
-from recbole.utils import dict2str, early_stopping, set_color
+from recbole.utils import dict2str, set_color
 
 from . import checkpoint, compat
-from .callbacks import CallbackHandler, TrainerControl
-from .errors import CheckpointError
+from .accumulation import GradientAccumulator, accumulation_steps
+from .callbacks import CallbackHandler, TrainerControl, default_callbacks, improved, with_defaults
+from .errors import CheckpointError, TrainingFailed
 from .tensorboard import RunWriter
+
+
+class _NonFiniteLoss(Exception):
+    """Ends an epoch at its first non-finite batch loss (caught in _train_and_log)."""
 
 
 class CustomTrainer(Trainer):
@@ -28,7 +37,8 @@ class CustomTrainer(Trainer):
     callback_fn=None) -> (best_valid_score, best_valid_result)`, as RecBole's.
 
     Extra keyword arguments: `writer` (a RunWriter; default: one in `checkpoint_dir`),
-    `callbacks` (see recrunner.callbacks) and `hparams` (the run's identifying parameters).
+    `callbacks` (added to the built-in ones the config asks for, replacing a built-in of the
+    same class; see recrunner.callbacks) and `hparams` (the run's identifying parameters).
     """
 
     def __init__(self, config, model, *, writer=None, callbacks=(), hparams=None):
@@ -40,8 +50,14 @@ class CustomTrainer(Trainer):
         self.best_path = checkpoint_dir / "best.pth"
         self.last_path = checkpoint_dir / "last.pth"
         self.saved_model_file = str(self.best_path)
-        self.callbacks = CallbackHandler(callbacks)
+        self.callbacks = CallbackHandler(with_defaults(default_callbacks(config), callbacks))
         self.control = TrainerControl()
+        self.accumulation_steps = accumulation_steps(config)
+        if self.accumulation_steps > 1:  # the accumulator clips the mean gradient, once per step
+            self.optimizer = GradientAccumulator(self.optimizer, self.accumulation_steps, self.clip_grad_norm)
+            self.clip_grad_norm = None
+        self.steps_per_epoch = None  # optimizer steps per epoch, known once fit sees the data
+        self.non_finite_batch = None  # batch index where this epoch's loss stopped being finite
         self.hparams = dict(hparams) if hparams is not None else default_hparams(config)
         self.save_total_limit = config["save_total_limit"]
         self.checkpoint_every = max(1, config["checkpoint_every"] or 1)
@@ -51,17 +67,22 @@ class CustomTrainer(Trainer):
         self.finished = False  # early stopping fired: a resumed run trains no further
         self._pending_rng = None
         self._generators = {}
+        self._batches_seen = 0
 
     # ------------------------------------------------------------------ the loop
     def fit(self, train_data, valid_data=None, verbose=True, saved=True, show_progress=False, callback_fn=None):
+        started = time()
         self._generators = _generators_of(train=train_data, valid=valid_data)
+        self.steps_per_epoch = math.ceil(len(train_data) / self.accumulation_steps)
         if saved and self.start_epoch >= self.epochs and not self.best_path.exists():
             self._save_best_checkpoint(-1, verbose)
         self.eval_collector.data_collect(train_data)
         if self.config["train_neg_sample_args"].get("dynamic", False):
             train_data.get_model(self.model)
-        self._call("on_fit_start")
+        if verbose:
+            self._log_start()
         try:
+            self._call("on_fit_start")
             if valid_data and self.start_epoch == 0:
                 self._initial_validation(valid_data, verbose, show_progress)
             self._restore_pending_rng()
@@ -74,6 +95,8 @@ class CustomTrainer(Trainer):
             raise
         self._add_hparam_to_tensorboard(self.best_valid_score)
         self._call("on_fit_end")
+        if verbose:
+            self._log_end(time() - started)
         return self.best_valid_score, self.best_valid_result
 
     def _run_epoch(self, epoch_idx, train_data, valid_data, verbose, saved, show_progress, callback_fn) -> bool:
@@ -81,15 +104,14 @@ class CustomTrainer(Trainer):
         self.epoch = epoch_idx
         self._call("on_epoch_start")
         self._train_and_log(train_data, epoch_idx, verbose, show_progress)
-        stop = False
         if self.eval_step <= 0 or not valid_data:
             if saved:  # no validation: RecBole tests the newest weights
                 self._save_best_checkpoint(epoch_idx, verbose)
         elif (epoch_idx + 1) % self.eval_step == 0:
-            stop = self._validate_and_track(valid_data, epoch_idx, verbose, saved, show_progress, callback_fn)
-        stop = stop or self.control.should_stop
-        self.finished = stop or epoch_idx + 1 >= self.epochs
+            self._validate_and_track(valid_data, epoch_idx, verbose, saved, show_progress, callback_fn)
         self._call("on_epoch_end")
+        stop = self.control.should_stop
+        self.finished = stop or epoch_idx + 1 >= self.epochs
         if saved and (self.finished or self.control.should_save or (epoch_idx + 1) % self.checkpoint_every == 0):
             self.save_training_state(epoch_idx)
         self.control.should_save = False
@@ -110,7 +132,8 @@ class CustomTrainer(Trainer):
 
     def _train_and_log(self, train_data, epoch_idx, verbose, show_progress):
         start = time()
-        train_loss = self._train_epoch(train_data, epoch_idx, show_progress=show_progress)
+        self.tensorboard.add_scalar("Train/LR", self.optimizer.param_groups[0]["lr"], epoch_idx)
+        train_loss = self._train_epoch_to_first_non_finite(train_data, epoch_idx, show_progress)
         self.train_loss_dict[epoch_idx] = sum(train_loss) if isinstance(train_loss, tuple) else train_loss
         if verbose:
             self.logger.info(self._generate_train_loss_output(epoch_idx, start, time(), train_loss))
@@ -118,32 +141,73 @@ class CustomTrainer(Trainer):
         self.wandblogger.log_metrics({"epoch": epoch_idx, "train_loss": train_loss, "train_step": epoch_idx}, head="train")
         self._call("on_train_epoch_end", losses=train_loss)
 
-    def _validate_and_track(self, valid_data, epoch_idx, verbose, saved, show_progress, callback_fn) -> bool:
+    def _train_epoch_to_first_non_finite(self, train_data, epoch_idx, show_progress):
+        """RecBole's (or the model trainer's) epoch; a non-finite batch loss ends it with loss NaN."""
+        self._batches_seen, self.non_finite_batch = 0, None
+        try:
+            loss = self._train_epoch(train_data, epoch_idx, show_progress=show_progress)
+        except _NonFiniteLoss as exc:
+            self.non_finite_batch = self._batches_seen - 1
+            self.logger.warning(f"epoch {epoch_idx} stopped at batch {self.non_finite_batch}: the loss is {exc}")
+            loss = float("nan")
+        if isinstance(self.optimizer, GradientAccumulator):
+            self.optimizer.flush()
+        return loss
+
+    def _check_nan(self, loss):
+        """Called by RecBole's epoch for every batch, before backward (RecBole raises ValueError on NaN)."""
+        self._batches_seen += 1
+        if not torch.isfinite(loss).all():
+            raise _NonFiniteLoss(str(float(loss.detach().float().sum())))
+
+    def _validate_and_track(self, valid_data, epoch_idx, verbose, saved, show_progress, callback_fn):
+        """Validate; a new best (by valid_metric, ties included, as RecBole) saves best.pth.
+
+        Whether to stop is the EarlyStopping callback's request (RecBole's stopping_step rule
+        by default), carried out in _run_epoch.
+        """
         start = time()
         valid_score, valid_result = self._valid_epoch(valid_data, show_progress=show_progress)
         self._empty_cuda_cache()
-        self.best_valid_score, self.cur_step, stop_flag, update_flag = early_stopping(
-            valid_score, self.best_valid_score, self.cur_step,
-            max_step=self.stopping_step, bigger=self.valid_metric_bigger,
-        )
+        best = None if self.best_epoch is None else self.best_valid_score
+        is_best = improved(valid_score, best, bigger=self.valid_metric_bigger)
+        self.cur_step = 0 if is_best else self.cur_step + 1  # RecBole's counter, kept for its readers
         if verbose:
             self._log_validation(epoch_idx, time() - start, valid_score, valid_result)
         self._log_metrics_to_tensorboard(valid_result, epoch_idx, prefix="Valid")
         self.tensorboard.add_scalar("Valid/score", valid_score, epoch_idx)
         self.wandblogger.log_metrics({**valid_result, "valid_step": epoch_idx}, head="valid")
-        self._call("on_validation_end", metrics=valid_result, score=valid_score)
-        if update_flag:
-            self.best_epoch = epoch_idx
-            self.best_valid_result = valid_result
+        if is_best:
+            self.best_valid_score, self.best_epoch, self.best_valid_result = valid_score, epoch_idx, valid_result
             if saved:
                 self._save_best_checkpoint(epoch_idx, verbose)
+        self._call("on_validation_end", metrics=valid_result, score=valid_score)
         if callback_fn:
             callback_fn(epoch_idx, valid_score)
-        return stop_flag
 
     def _log_stop(self, verbose):
         if verbose:
             self.logger.info(f"Finished training, best eval result in epoch {self.best_epoch}")
+
+    def _log_start(self):
+        config = self.config
+        n_params = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+        where = (f"resuming at epoch {self.start_epoch}" if self.start_epoch else "starting at epoch 0")
+        where = "already finished, nothing to train" if self.start_epoch >= self.epochs else where
+        accumulate = f" x{self.accumulation_steps} accumulated" if self.accumulation_steps > 1 else ""
+        self.logger.info(
+            f"{config['model']} on {config['dataset']}: {n_params:,} trainable parameters, device {self.device}, "
+            f"{config['learner']} learning_rate {config['learning_rate']}, batch {config['train_batch_size']}{accumulate}, "
+            f"{self.epochs} epochs, validation every {self.eval_step}; {where}"
+        )
+        self.logger.info("callbacks: " + ", ".join(type(cb).__name__ for cb in self.callbacks))
+
+    def _log_end(self, seconds):
+        if self.best_epoch is None:
+            self.logger.info(f"training took {seconds:.1f}s; no validation improved on the start")
+        else:
+            self.logger.info(f"training took {seconds:.1f}s; best epoch {self.best_epoch} with "
+                             f"{self.config['valid_metric'].lower()} {self.best_valid_score:.4f}")
 
     def _add_hparam_to_tensorboard(self, best_valid_score):
         """The hparams row, in this run's own event file; the run's status is added at its end."""
@@ -262,6 +326,14 @@ class CustomTrainer(Trainer):
         self.logger.info(f"Loading model parameters from {path} (epoch {state['epoch']})")
         return state
 
+    def test(self, test_data, show_progress=False) -> dict:
+        """Score `test_data` with the best weights; Test/* scalars at the best epoch, on_test_end."""
+        result = dict(self.evaluate(test_data, load_best_model=True, show_progress=show_progress))
+        self._log_metrics_to_tensorboard(result, self.best_epoch if self.best_epoch is not None else 0, prefix="Test")
+        self.logger.info(set_color("test result", "yellow") + ": \n" + dict2str(result))
+        self._call("on_test_end", metrics=result)
+        return result
+
     def evaluate(self, eval_data, load_best_model=True, model_file=None, show_progress=False):
         if load_best_model and eval_data:
             self.load_best_weights(model_file)
@@ -269,7 +341,11 @@ class CustomTrainer(Trainer):
 
     # ------------------------------------------------------------------ small helpers
     def _call(self, event, **kwargs):
+        """Run an event's callbacks, then carry out a failure request at once."""
         self.callbacks.call(event, self, self.control, **kwargs)
+        if self.control.failure and event != "on_exception":
+            failure, self.control.failure = self.control.failure, None
+            raise TrainingFailed(failure)
 
     def _restore_pending_rng(self):
         if self._pending_rng is not None:

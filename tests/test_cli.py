@@ -66,7 +66,7 @@ def test_a_failed_run_exits_1_with_its_reason(base_args, capsys):
     code, out, _ = _run(capsys, base_args + ["--model", "BPR", "--quiet", "--set", "epochs=1", "embedding_size=8",
                                              "learning_rate=1e30", "user_inter_num_interval=[10,60]"])
     assert code == 1
-    assert "FAILED  BPR on ml-100k: ValueError: Training loss is nan" in out
+    assert "FAILED  BPR on ml-100k: TrainingFailed: training loss became nan in epoch 0" in out
 
 
 def test_run_experiments_script_rejects_unknown_model_without_traceback(tmp_path):

@@ -53,10 +53,12 @@ def test_nan_loss_fails_the_run_with_its_reason_and_keeps_the_record(workspace):
     result = run_experiment(Experiment("BPR", "ml-100k", {**TINY_BPR, "learning_rate": 1e30}), workspace, console=False)
 
     assert result.status == "failed"
-    assert result.error == "ValueError: Training loss is nan"
+    assert result.error.startswith("TrainingFailed: training loss became nan in epoch 0 at batch ")
     metrics = json.loads((result.run_dir / "metrics.json").read_text())
     assert metrics["status"] == "failed" and metrics["error"] == result.error
-    assert "Training loss is nan" in (result.run_dir / "run.log").read_text()
+    assert read_hparams(result.run_dir)["status"] == "STATUS_FAILURE"
+    log = (result.run_dir / "run.log").read_text()
+    assert "training loss became nan" in log and "Traceback" not in log
 
 
 def test_two_runs_in_one_process_each_get_their_own_log(workspace):

@@ -1,4 +1,4 @@
-"""Events around CustomTrainer.fit, and the callbacks that listen to them.
+"""Events around CustomTrainer.fit, the callbacks that listen to them, and their requests.
 
 A callback subclasses `Callback` and defines any of the methods named in EVENTS. It reads the
 trainer's public state and *requests* actions through `control` (stop, save); the trainer
@@ -23,16 +23,22 @@ EVENTS = (
     "on_checkpoint_saved",   # (trainer, control, path, kind)   kind: "best" | "last"
     "on_epoch_end",          # (trainer, control)
     "on_fit_end",            # (trainer, control)
+    "on_test_end",           # (trainer, control, metrics)      after CustomTrainer.test
     "on_exception",          # (trainer, control, exception)
 )
 
 
 @dataclass
 class TrainerControl:
-    """Requests from callbacks; the trainer acts on them and resets `should_save`."""
+    """Requests from callbacks; the trainer acts on them and resets `should_save`.
+
+    `failure`: a reason to end the run as failed (the trainer raises TrainingFailed with it
+    right after the event that set it).
+    """
 
     should_stop: bool = False
     should_save: bool = False
+    failure: str | None = None
 
 
 class Callback:
@@ -60,6 +66,9 @@ class CallbackHandler:
         for callback in callbacks:
             _check_event_names(callback)
         self.callbacks = sorted(callbacks, key=lambda cb: getattr(cb, "order", 0))
+
+    def __iter__(self):
+        return iter(self.callbacks)
 
     def call(self, event: str, trainer, control: TrainerControl, **kwargs) -> None:
         if event not in EVENTS:
