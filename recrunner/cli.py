@@ -7,10 +7,10 @@ Exit codes: 0 every run succeeded, 1 a run failed, 2 usage or configuration erro
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from .config import load_yaml, parse_set_options
@@ -26,13 +26,15 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="recrunner", description="Train and evaluate RecBole models; re-running a command resumes it.")
-    parser.add_argument("--model", nargs="+", default=["SASRec"], help="RecBole model name(s) (default: SASRec)")
-    parser.add_argument("--dataset", nargs="+", default=["ml-100k"], help="dataset name(s) (default: ml-100k)")
+    parser.add_argument("--model", nargs="+", default=None, help="RecBole model name(s) (default: SASRec, or the grid's)")
+    parser.add_argument("--dataset", nargs="+", default=None, help="dataset name(s) (default: ml-100k, or the grid's)")
+    parser.add_argument("--grid", type=Path, default=None, metavar="FILE",
+                        help="grid YAML: models, datasets, swept params, seeds (see configs/grids/)")
     parser.add_argument("--config-file", nargs="+", default=[], metavar="FILE", help="YAML file(s) of parameters")
     parser.add_argument("--set", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
                         help="parameters (values parsed as YAML); repeatable, highest priority")
     parser.add_argument("--output", type=Path, default=Path("runs"), help="output folder (default: runs)")
-    parser.add_argument("--name", default="default", help="sweep name: runs/<name>/... (default: default)")
+    parser.add_argument("--name", default=None, help="sweep name: runs/<name>/... (default: the grid's name, else default)")
     parser.add_argument("--data-path", type=Path, default=None,
                         help="folder holding <dataset>/ folders (default: $RECRUNNER_DATA_PATH or ./datasets)")
     parser.add_argument("--config-dir", type=Path, default=None,
@@ -40,9 +42,38 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--restart", action="store_true", help="train again from scratch instead of resuming")
     parser.add_argument("--resume-from", type=Path, default=None, metavar="PATH",
                         help="continue from this last.pth / epoch-N.pth")
+    parser.add_argument("--workers", type=_positive, default=1, help="cells run at once, each in its own process (default 1)")
+    parser.add_argument("--threads", type=_positive, default=None, help="CPU threads per cell (default: cores / workers)")
+    parser.add_argument("--gpus", type=_gpu_list, default=(), metavar="0,1,...", help="one GPU per running cell")
+    parser.add_argument("--backend", choices=("local", "ray"), default="local", help="where cells run (default local)")
+    parser.add_argument("--ray-address", default=None, help="a running Ray cluster (default: start a local one)")
+    parser.add_argument("--retries", type=_non_negative, default=0, help="run a failed cell again up to N times (default 0)")
+    parser.add_argument("--stale-after", type=float, default=300.0, metavar="SECONDS",
+                        help="reclaim a running cell whose sweep process sent no heartbeat for this long (default 300)")
+    parser.add_argument("--dry-run", action="store_true", help="print the cells and their run ids; run nothing")
     parser.add_argument("--quiet", action="store_true", help="log to run.log only, not to the console")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     return parser
+
+
+def _positive(text: str) -> int:
+    value = _non_negative(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return int(text)
+
+
+def _gpu_list(text: str) -> tuple[int, ...]:
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts or not all(p.isdigit() for p in parts):
+        raise argparse.ArgumentTypeError(f"expected GPU indices like 0,1, got {text!r}")
+    return tuple(int(p) for p in parts)
 
 
 def _default_config_dir() -> Path | None:
@@ -50,13 +81,6 @@ def _default_config_dir() -> Path | None:
         if (candidate / "base.yaml").is_file():
             return candidate
     return None
-
-
-def _experiments(args, params):
-    from .experiment import Experiment
-
-    for model, dataset in itertools.product(args.model, args.dataset):
-        yield Experiment(model=model, dataset=dataset, params=params, sweep=args.name)
 
 
 def _raise_interrupt(signum, frame):
@@ -79,31 +103,66 @@ def main(argv=None) -> int:
 
 
 def _main(args) -> int:
-    from .experiment import Workspace, run_experiment
+    from .experiment import Workspace
+    from .sweep import Grid, expand, load_grid, plan
 
-    params = {}
+    overrides = {}
     for path in args.config_file:
-        params.update(load_yaml(path))
-    params.update(parse_set_options(args.set))
+        overrides.update(load_yaml(path))
+    overrides.update(parse_set_options(args.set))
+    grid = load_grid(args.grid) if args.grid else Grid(models=("SASRec",), datasets=("ml-100k",))
+    grid = replace(grid, models=tuple(args.model or grid.models), datasets=tuple(args.dataset or grid.datasets))
+    name = args.name or grid.name or "default"
     data_path = args.data_path or Path(os.environ.get("RECRUNNER_DATA_PATH", "datasets"))
     workspace = Workspace(output_dir=args.output.resolve(), data_path=data_path.resolve(),
                           config_dir=(args.config_dir or _default_config_dir()))
+    planned = plan(expand(grid, overrides), workspace, name)
+    if args.dry_run:
+        print(_dry_run(name, planned, workspace))
+        return 0
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    failed = 0
     try:
-        for experiment in _experiments(args, params):
-            result = run_experiment(experiment, workspace, restart=args.restart, resume_from=args.resume_from,
-                                    console=not args.quiet)
-            print(_summary_line(experiment, result))
-            failed += result.status != "ok"
+        if args.resume_from is not None:
+            return _resume_one(planned, workspace, args)
+        return _sweep(name, planned, workspace, args)
     finally:
         signal.signal(signal.SIGTERM, previous)
-    return 1 if failed else 0
 
 
-def _summary_line(experiment, result) -> str:
-    if result.status != "ok":
-        return f"FAILED  {experiment.model} on {experiment.dataset}: {result.error} (log: {result.run_dir / 'run.log'})"
-    test = ", ".join(f"{k}={v:.4f}" for k, v in (result.test or {}).items())
-    done = "already finished" if result.skipped else f"best epoch {result.best_epoch}"
-    return f"ok      {experiment.model} on {experiment.dataset} ({done}): test {test} -> {result.run_dir}"
+def _sweep(name, planned, workspace, args) -> int:
+    from .sweep import SweepOptions, run_sweep
+
+    options = SweepOptions(workers=args.workers, backend=args.backend, ray_address=args.ray_address, gpus=args.gpus,
+                           threads=args.threads, retries=args.retries, restart=args.restart,
+                           stale_after=args.stale_after, console=not args.quiet)
+    summary = run_sweep(name, planned, workspace, options)
+    if summary.interrupted:
+        print("recrunner: interrupted; run the same command again to resume", file=sys.stderr)
+    return summary.exit_code
+
+
+def _resume_one(planned, workspace, args) -> int:
+    from .experiment import run_experiment
+    from .sweep.runner import cell_line
+
+    if len(planned) != 1:
+        raise ConfigError("--resume-from continues one run; give one model and one dataset")
+    item = planned[0]
+    result = run_experiment(item.experiment, workspace, restart=args.restart, resume_from=args.resume_from,
+                            console=not args.quiet)
+    print(cell_line(item, {"status": result.status, "error": result.error, "test": result.test,
+                           "best_epoch": result.best_epoch, "run_dir": str(result.run_dir)}))
+    return 0 if result.status == "ok" else 1
+
+
+def _dry_run(name, planned, workspace) -> str:
+    from .rundir import read_metrics
+
+    lines = [f"sweep {name}: {len(planned)} cells -> {workspace.output_dir / name}"]
+    for item in planned:
+        if item.error:
+            lines.append(f"  invalid  {item.cell.dataset}/{item.cell.model}: {item.error}")
+            continue
+        status = (read_metrics(item.run_dir / "metrics.json") or {}).get("status", "new")
+        lines.append(f"  {status:<8} {item.cell_id}")
+    return "\n".join(lines)

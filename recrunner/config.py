@@ -42,6 +42,7 @@ RECRUNNER_DEFAULTS: dict[str, Any] = {
     "lr_patience": 2,                   # plateau: validations without improvement before lowering
     "lr_min": 0.0,                      # cosine and plateau: the floor
     "gradient_accumulation_steps": 1,   # batches whose gradients are averaged before a step
+    "data_cache": True,                 # reuse the filtered, split dataset across runs (<output>/.cache)
     "trackers": [],                     # external loggers: wandb, mlflow (pip install 'recrunner[wandb]')
     "mlflow_tracking_uri": None,        # None: runs/<sweep>/mlruns
     "mlflow_experiment": None,          # None: MLflow's default experiment

@@ -23,8 +23,9 @@ from .accumulation import accumulation_steps
 from .callbacks import default_callbacks, with_defaults
 from .checkpoint import load as load_checkpoint
 from .checkpoint import to_plain
-from .config import RECRUNNER_DEFAULTS, check_overrides, check_valid_metric, layered_params
+from .config import RECRUNNER_DEFAULTS, check_overrides, check_valid_metric, layered_params, setting
 from .data import resolve_data_path
+from .datacache import load_data
 from .errors import CheckpointError, ConfigError, RecrunnerError, RunInterrupted
 from .models import resolve_model, trainer_class_for
 from .rundir import RunPaths, fingerprint, make_run_id, read_metrics, run_paths, write_config, write_metrics
@@ -43,6 +44,8 @@ class Experiment:
     dataset: str
     params: Mapping[str, Any] = field(default_factory=dict)  # grid, --config-file, --set
     sweep: str = "default"
+    runtime: Mapping[str, Any] = field(default_factory=dict)  # where it runs (gpu_id, ...): not part of its identity
+    id_keys: tuple[str, ...] | None = None  # parameters its run id shows (a sweep's swept ones); None: all
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,11 @@ class Workspace:
     output_dir: Path
     data_path: Path
     config_dir: Path | None = None
+
+    @property
+    def cache_dir(self) -> Path:
+        """Preprocessed datasets shared by every run and sweep under output_dir (recrunner.datacache)."""
+        return self.output_dir / ".cache" / "data"
 
 
 @dataclass
@@ -92,10 +100,11 @@ def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
     known = {**defaults.internal_config_dict, **RECRUNNER_DEFAULTS, **file_layers}
     params = check_overrides(params, known, source="--set/--config-file")
     identity = {**params, "seed": params.get("seed", defaults["seed"])}
-    run_id = make_run_id(identity)
+    run_id = make_run_id(identity, shown=None if experiment.id_keys is None else (*experiment.id_keys, "seed"))
     paths = run_paths(workspace.output_dir, experiment.sweep, experiment.dataset, model, run_id)
 
-    config_dict = {**RECRUNNER_DEFAULTS, **file_layers, **params, "data_path": str(data_path), "checkpoint_dir": str(paths.checkpoints)}
+    config_dict = {**RECRUNNER_DEFAULTS, **file_layers, **params, **experiment.runtime,
+                   "data_path": str(data_path), "checkpoint_dir": str(paths.checkpoints)}
     config = _recbole_config(Config, model, experiment.dataset, config_dict)
     check_valid_metric(config)
     default_callbacks(config)  # its settings are checked here, before anything is written
@@ -133,11 +142,10 @@ def run_experiment(experiment: Experiment, workspace: Workspace, *, restart: boo
         _clear_run(paths)
     paths.create()
     with run_logging(paths.log, console=console):
-        return _execute(prepared, resume_from, resume_state, callbacks)
+        return _execute(prepared, workspace, resume_from, resume_state, callbacks)
 
 
-def _execute(prepared: PreparedRun, resume_from, resume_state, callbacks) -> RunResult:
-    from recbole.data import create_dataset, data_preparation
+def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_state, callbacks) -> RunResult:
     from recbole.utils import get_model, init_seed
 
     config, paths = prepared.config, prepared.paths
@@ -155,8 +163,8 @@ def _execute(prepared: PreparedRun, resume_from, resume_state, callbacks) -> Run
         logger.info(f"recrunner {__version__}: {config['model']} on {config['dataset']}, run {paths.run_dir}")
         init_seed(config["seed"], config["reproducibility"])
         started = time.perf_counter()
-        dataset = create_dataset(config)
-        train_data, valid_data, test_data = data_preparation(config, dataset)
+        cache_dir = workspace.cache_dir if setting(config, "data_cache") else None
+        train_data, valid_data, test_data = load_data(config, cache_dir)
         metrics["data_seconds"] = round(time.perf_counter() - started, 3)
         init_seed(config["seed"], config["reproducibility"])
         model = get_model(config["model"])(config, train_data._dataset).to(config["device"])
@@ -247,6 +255,7 @@ def _initial_metrics(prepared: PreparedRun) -> dict:
         "run_id": prepared.run_id,
         "params": to_plain(dict(prepared.experiment.params)),
         "seed": config["seed"],
+        "valid_metric": str(config["valid_metric"]).lower(),
         "fingerprint": prepared.fingerprint,
         "started": _now(),
         "finished": None,

@@ -43,17 +43,20 @@ def fingerprint(params: Mapping) -> str:
     return hashlib.sha1(canonical.encode()).hexdigest()[:10]
 
 
-def make_run_id(params: Mapping) -> str:
+def make_run_id(params: Mapping, shown=None) -> str:
     """Readable, stable id for a run's identifying parameters: `epochs=2,lr=0.001,seed=2020`.
 
     Keys are sorted and nested mappings flattened (`eval_args.mode=full`); characters unsafe in
-    file names become `_`. An id longer than MAX_RUN_ID keeps its start and ends with a hash of
-    the whole, so different parameters never share a directory.
+    file names become `_`. `shown` limits the readable part to some keys (a sweep shows what it
+    sweeps: `learning_rate=0.001,seed=2020-3f2a91c0de`); whenever something is left out (other
+    keys, or the end of an id longer than MAX_RUN_ID) the id ends with a hash of all parameters,
+    so different parameters never share a directory.
     """
     flat = _flatten(params)
-    text = ",".join(f"{key}={_format(flat[key])}" for key in sorted(flat)) or "defaults"
+    keys = sorted(flat) if shown is None else sorted(k for k in flat if k in set(shown))
+    text = ",".join(f"{key}={_format(flat[key])}" for key in keys) or "defaults"
     safe = _UNSAFE.sub("_", text)
-    if len(safe) <= MAX_RUN_ID and safe == text:
+    if len(safe) <= MAX_RUN_ID and safe == text and len(keys) == len(flat):
         return safe
     return f"{safe[: MAX_RUN_ID - 12]}-{fingerprint(flat)}"
 

@@ -32,7 +32,7 @@ KILLER = textwrap.dedent("""
 
     real_save = torch.save
     def half_written_save(obj, f, *args, **kwargs):
-        if obj.get("kind") == "last" and obj.get("epoch") == kill_epoch:
+        if isinstance(obj, dict) and obj.get("kind") == "last" and obj.get("epoch") == kill_epoch:
             real_save(obj, f, *args, **kwargs)
             f.flush(); f.truncate(f.tell() // 2); f.flush(); os.fsync(f.fileno())
             os.kill(os.getpid(), signal.SIGKILL)

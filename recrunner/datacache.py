@@ -1,0 +1,135 @@
+"""Shared preprocessing: each (dataset files, data settings) is filtered, remapped and split once.
+
+RecBole rebuilds the dataset for every run (`create_dataset` then `dataset.build()` in
+`data_preparation`): reading the atomic files, filtering, remapping ids, sequence augmentation and
+the split. recrunner keeps the result in `<output>/.cache/data/` under a key made of
+
+- the dataset class RecBole picks for the model (Dataset, SequentialDataset, KG...),
+- every setting RecBole itself lists as shaping a dataset (`recbole.utils.argument_list.
+  dataset_arguments`), plus `eval_args` and `repeatable`, and the seed when the split is random,
+- the size and SHA-256 of every file of the dataset folder, and the RecBole version,
+
+so a changed file or setting is a different key (a cache miss), never stale data. Samplers and
+dataloaders, which depend on the model, are built per run by RecBole's own `data_preparation`.
+Parallel workers that need the same entry wait on a file lock while one of them builds it.
+The files are pickles written by recrunner into its own output folder; delete `.cache/` at will.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import hashlib
+import json
+import logging
+import os
+import pickle
+from pathlib import Path
+
+logger = logging.getLogger("recrunner")
+
+CACHE_FORMAT = 1
+
+
+def load_data(config, cache_dir: Path | None):
+    """(train, valid, test) dataloaders, as `data_preparation(config, create_dataset(config))`."""
+    from recbole.data import create_dataset, data_preparation
+
+    if cache_dir is None:
+        return data_preparation(config, create_dataset(config))
+    path = Path(cache_dir) / f"{config['dataset']}-{data_key(config)[:16]}.pkl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(path.with_suffix(".lock")):
+        entry = _read(path)
+        if entry is None:
+            dataset = create_dataset(config)
+            entry = (dataset, dataset.build())
+            _write(entry, path)
+            logger.info(f"data cache: built and saved {path.name}")
+        else:
+            logger.info(f"data cache: reusing {path.name} (the dataset and its split)")
+    dataset, built = entry
+    for part in (dataset, *built):
+        part.config = config  # same data settings by construction; the run's other settings apply
+    dataset.build = lambda: built  # data_preparation then only makes this run's samplers and loaders
+    return data_preparation(config, dataset)
+
+
+def data_key(config) -> str:
+    """The cache key of this run's dataset and split (see the module docstring)."""
+    import recbole
+    from recbole.utils.argument_list import dataset_arguments
+
+    eval_args = config["eval_args"] or {}
+    settings = {arg: config[arg] for arg in dataset_arguments + ["repeatable", "eval_args"]}
+    random_split = eval_args.get("order") == "RO"
+    description = {
+        "format": CACHE_FORMAT,
+        "recbole": recbole.__version__,
+        "dataset": config["dataset"],
+        "class": _dataset_class_name(config),
+        "settings": settings,
+        "seed": config["seed"] if random_split else None,
+        "files": _folder_fingerprint(Path(config["data_path"])),
+    }
+    return hashlib.sha256(json.dumps(description, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _dataset_class_name(config) -> str:
+    """The class `recbole.data.create_dataset` would instantiate."""
+    import importlib
+
+    from recbole.utils import ModelType
+
+    module = importlib.import_module("recbole.data.dataset")
+    if hasattr(module, config["model"] + "Dataset"):
+        return config["model"] + "Dataset"
+    return {ModelType.SEQUENTIAL: "SequentialDataset", ModelType.KNOWLEDGE: "KnowledgeBasedDataset"}.get(
+        config["MODEL_TYPE"], "Dataset")
+
+
+def _folder_fingerprint(folder: Path) -> list:
+    if not folder.is_dir():
+        return []
+    return [(p.name, *_file_digest(str(p), p.stat().st_size, p.stat().st_mtime_ns))
+            for p in sorted(folder.iterdir()) if p.is_file()]
+
+
+@functools.lru_cache(maxsize=256)
+def _file_digest(path: str, size: int, mtime_ns: int) -> tuple[int, str]:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return size, digest.hexdigest()
+
+
+@contextlib.contextmanager
+def _locked(lock_path: Path):
+    with open(lock_path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _read(path: Path):
+    if not path.exists():
+        return None
+    try:
+        with open(path, "rb") as f:
+            return pickle.load(f)
+    except Exception as exc:  # a damaged entry is rebuilt, never trusted
+        logger.warning(f"data cache: {path.name} is unreadable ({type(exc).__name__}); rebuilding it")
+        return None
+
+
+def _write(entry, path: Path) -> None:
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    with open(tmp, "wb") as f:
+        pickle.dump(entry, f, protocol=pickle.HIGHEST_PROTOCOL)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

@@ -1,0 +1,177 @@
+"""Where cells run: here (one at a time), in fresh local processes (--workers N), or on Ray.
+
+Every executor has the same small interface the sweep loop drives:
+`free_slots()`, `submit(key, task)`, `wait(timeout) -> [(key, result)]`, `stop()`.
+Local workers and Ray tasks get a fresh process per cell, so no global state (RecBole's logger,
+seeds, CUDA caches) passes from one cell to the next; local ones are forked from a server that has
+already imported torch and RecBole, so a cell starts in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.connection
+import signal
+from dataclasses import replace
+
+from ..errors import ConfigError
+from .worker import Task, child_main, on_gpu, ray_entry, run_task
+
+
+class InProcess:
+    """--workers 1: cells run in this process, one after another; Ctrl-C and SIGTERM reach them."""
+
+    def __init__(self, console: bool = True):
+        self.console = console
+        self._done: list = []
+
+    def free_slots(self) -> int:
+        return 1
+
+    def submit(self, key, task: Task) -> None:
+        self._done.append((key, run_task(replace(task, console=self.console))))
+
+    def wait(self, timeout: float) -> list:
+        done, self._done = self._done, []
+        return done
+
+    def running(self) -> list:
+        return []
+
+    def stop(self) -> None:
+        pass
+
+
+class LocalProcesses:
+    """--workers N: up to N cells at once, each in a fresh process with its share of CPU threads."""
+
+    _context = None
+
+    def __init__(self, workers: int, gpus: tuple[int, ...] = ()):
+        self.workers = workers
+        self.free_gpus = list(gpus)
+        self.use_gpus = bool(gpus)
+        self.active: dict = {}  # key -> (process, connection, gpu)
+
+    @classmethod
+    def context(cls):
+        if cls._context is None:
+            cls._context = multiprocessing.get_context("forkserver")
+            cls._context.set_forkserver_preload(["recrunner.sweep.worker"])
+        return cls._context
+
+    def free_slots(self) -> int:
+        slots = self.workers - len(self.active)
+        return min(slots, len(self.free_gpus)) if self.use_gpus else slots
+
+    def submit(self, key, task: Task) -> None:
+        gpu = self.free_gpus.pop(0) if self.use_gpus else None
+        task = on_gpu(task, [gpu] if gpu is not None else [])
+        receiver, sender = self.context().Pipe(duplex=False)
+        process = self.context().Process(target=child_main, args=(task, sender), name=f"recrunner-cell-{key}")
+        process.start()
+        sender.close()
+        self.active[key] = (process, receiver, gpu)
+
+    def wait(self, timeout: float) -> list:
+        if not self.active:
+            return []
+        waitables = [w for process, receiver, _ in self.active.values() for w in (receiver, process.sentinel)]
+        multiprocessing.connection.wait(waitables, timeout)
+        done = []
+        for key, (process, receiver, gpu) in list(self.active.items()):
+            result = None
+            if receiver.poll():
+                try:
+                    result = receiver.recv()
+                except EOFError:
+                    result = None
+            if result is None and process.is_alive():
+                continue
+            process.join(timeout=30)
+            if result is None:
+                result = {"status": "failed", "error": died(process.exitcode), "skipped": False}
+            receiver.close()
+            del self.active[key]
+            if gpu is not None:
+                self.free_gpus.append(gpu)
+            done.append((key, result))
+        return done
+
+    def running(self) -> list:
+        return list(self.active)
+
+    def stop(self) -> None:
+        """SIGTERM every worker (each records its run as interrupted), then make sure they are gone."""
+        for process, _, _ in self.active.values():
+            if process.is_alive():
+                process.terminate()
+        for process, _, _ in self.active.values():
+            process.join(timeout=60)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        self.active.clear()
+
+
+class RayCluster:
+    """--backend ray: each cell a Ray task (fresh worker process, one GPU where GPUs exist)."""
+
+    def __init__(self, workers: int | None, address: str | None, threads: int, gpus_per_cell: float):
+        import warnings
+
+        try:
+            with warnings.catch_warnings():  # ray 2.6 imports the deprecated pkg_resources
+                warnings.simplefilter("ignore")
+                import ray
+        except ImportError as exc:
+            raise ConfigError(f"--backend ray needs ray (a RecBole dependency) importable: {exc}") from None
+        self.ray = ray
+        self.started_here = not ray.is_initialized()
+        if self.started_here:
+            kwargs = {"address": address} if address else {"include_dashboard": False}
+            ray.init(ignore_reinit_error=True, log_to_driver=False, configure_logging=False, **kwargs)
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        self.slots = workers or max(1, cpus // max(1, threads))
+        self.remote = ray.remote(max_calls=1, num_cpus=threads, num_gpus=gpus_per_cell)(ray_entry)
+        self.active: dict = {}  # ObjectRef -> key
+
+    def free_slots(self) -> int:
+        return self.slots - len(self.active)
+
+    def submit(self, key, task: Task) -> None:
+        self.active[self.remote.remote(task)] = key
+
+    def wait(self, timeout: float) -> list:
+        if not self.active:
+            return []
+        ready, _ = self.ray.wait(list(self.active), num_returns=1, timeout=timeout)
+        done = []
+        for ref in ready:
+            key = self.active.pop(ref)
+            try:
+                result = self.ray.get(ref)
+            except self.ray.exceptions.RayError as exc:
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                result = {"status": "failed", "error": f"Ray: {type(exc).__name__}: {first}", "skipped": False}
+            done.append((key, result))
+        return done
+
+    def running(self) -> list:
+        return list(self.active.values())
+
+    def stop(self) -> None:
+        for ref in list(self.active):
+            self.ray.cancel(ref, force=True)
+        self.active.clear()
+        if self.started_here:
+            self.ray.shutdown()
+
+
+def died(exitcode: int | None) -> str:
+    """The reason a worker process ended without a result (pure)."""
+    if exitcode is not None and exitcode < 0:
+        name = signal.Signals(-exitcode).name
+        hint = " (out of memory? the kernel's OOM killer sends SIGKILL)" if exitcode == -signal.SIGKILL else ""
+        return f"worker process killed by {name}{hint}"
+    return f"worker process exited with code {exitcode} without a result"

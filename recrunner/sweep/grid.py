@@ -1,0 +1,139 @@
+"""Grids: which cells a sweep runs, from a YAML file and the command line (pure).
+
+    # configs/grids/example.yaml
+    name: example                 # the sweep's default name (--name overrides)
+    models: [SASRec, GRU4Rec]
+    datasets: [ml-1m, Amazon_Beauty]
+    params:                       # lists are swept (their product); scalars are fixed
+      learning_rate: [0.001, 0.0005]
+    model_params:                 # per-model blocks, swept the same way
+      SASRec: {n_layers: [1, 2]}
+    seeds: [2020, 2021]           # or  repeats: 3  (seed, seed+1, seed+2 from `seed`, default 2020)
+    fixed:                        # overrides taken as they are, lists included
+      epochs: 50
+      topk: [10, 20]
+
+A cell is a (model, dataset, parameters) triple. Its id, `<dataset>/<model>/<run_id>`, is made
+by `prepare` from the resolved parameters (seed included), so the same grid always names the same
+cells and the same run directories.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..config import load_yaml
+from ..errors import ConfigError
+from ..rundir import make_run_id
+
+GRID_KEYS = ("name", "models", "datasets", "params", "model_params", "dataset_params", "seeds", "repeats", "fixed")
+DEFAULT_SEED = 2020
+
+
+@dataclass(frozen=True)
+class Grid:
+    models: tuple[str, ...]
+    datasets: tuple[str, ...]
+    params: Mapping[str, Any] = field(default_factory=dict)
+    model_params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    dataset_params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    seeds: tuple[int, ...] | None = None
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class Cell:
+    model: str
+    dataset: str
+    params: Mapping[str, Any]     # everything this cell sets, seed included
+    swept: tuple[str, ...]        # which of them vary across the grid
+
+    @property
+    def key(self) -> str:
+        return f"{self.dataset}/{self.model}/{make_run_id(self.params)}"
+
+
+def load_grid(path: Path) -> Grid:
+    """A grid file, checked: known keys, the right shapes, lists where lists belong."""
+    raw = load_yaml(path)
+    unknown = sorted(set(raw) - set(GRID_KEYS))
+    if unknown:
+        raise ConfigError(f"{path}: unknown grid key(s) {', '.join(unknown)}; grid keys: {', '.join(GRID_KEYS)}")
+    return grid_from_mapping(raw, source=str(path))
+
+
+def grid_from_mapping(raw: Mapping, source: str = "grid") -> Grid:
+    def names(key):
+        value = raw.get(key) or ()
+        value = [value] if isinstance(value, str) else value
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{source}: {key} must be a list of names, got {value!r}")
+        return tuple(value)
+
+    def mapping(key, value=None):
+        value = raw.get(key) if value is None else value
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{source}: {key} must be a mapping of parameter: value(s), got {value!r}")
+        return dict(value)
+
+    blocks = {}
+    for key in ("model_params", "dataset_params"):
+        outer = mapping(key)
+        blocks[key] = {name: mapping(f"{key}.{name}", inner or {}) for name, inner in outer.items()}
+    return Grid(models=names("models"), datasets=names("datasets"), params=mapping("params"),
+                model_params=blocks["model_params"], dataset_params=blocks["dataset_params"],
+                seeds=_seeds(raw, source), fixed=mapping("fixed"), name=raw.get("name"))
+
+
+def _seeds(raw: Mapping, source: str) -> tuple[int, ...] | None:
+    if "seeds" in raw and "repeats" in raw:
+        raise ConfigError(f"{source}: give seeds or repeats, not both")
+    if "seeds" in raw:
+        seeds = raw["seeds"]
+        seeds = [seeds] if isinstance(seeds, int) else seeds
+        if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+            raise ConfigError(f"{source}: seeds must be a list of integers, got {seeds!r}")
+        return tuple(seeds)
+    if "repeats" in raw:
+        repeats = raw["repeats"]
+        if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
+            raise ConfigError(f"{source}: repeats must be a whole number >= 1, got {repeats!r}")
+        first = raw.get("params", {}).get("seed", DEFAULT_SEED) if isinstance(raw.get("params"), Mapping) else DEFAULT_SEED
+        return tuple(range(first, first + repeats))
+    return None
+
+
+def expand(grid: Grid, overrides: Mapping[str, Any] | None = None) -> list[Cell]:
+    """Every cell of the grid, in a stable order; `overrides` (--config-file, --set) win over all."""
+    if not grid.models or not grid.datasets:
+        raise ConfigError("a sweep needs at least one model and one dataset")
+    overrides = dict(overrides or {})
+    cells, seen = [], set()
+    for model, dataset in itertools.product(grid.models, grid.datasets):
+        layers = {**grid.params, **grid.dataset_params.get(dataset, {}), **grid.model_params.get(model, {})}
+        swept_keys = [k for k, v in layers.items() if isinstance(v, list) and k not in overrides]
+        for values in itertools.product(*(layers[k] for k in swept_keys)):
+            params = {**{k: v for k, v in layers.items() if k not in swept_keys}, **dict(zip(swept_keys, values)),
+                      **grid.fixed, **overrides}
+            for seed in grid.seeds or (None,):
+                cell_params = dict(params) if seed is None else {**params, "seed": seed}
+                swept = tuple(swept_keys) + (("seed",) if grid.seeds and len(grid.seeds) > 1 else ())
+                cell = Cell(model, dataset, cell_params, swept)
+                if cell.key not in seen:
+                    seen.add(cell.key)
+                    cells.append(cell)
+    return cells
+
+
+def swept_parameters(cells) -> list[str]:
+    """The union of the parameters that vary across these cells, in first-seen order (pure)."""
+    names: list[str] = []
+    for cell in cells:
+        names += [name for name in cell.swept if name not in names]
+    return names

@@ -1,0 +1,145 @@
+"""The sweep record: an append-only log of cell states, `runs/<sweep>/sweep.jsonl`.
+
+    {"t": 1795230151.2, "cell": "ml-1m/SASRec/learning_rate=0.001,seed=2020", "state": "running", "owner": "vm:4242"}
+
+States: pending, running (then heartbeat lines while it runs), ok, failed (with error),
+interrupted. The current state of a cell is the fold of its lines (`fold`, pure); each line is
+written by one `os.write` on an O_APPEND file, so lines of parallel writers never interleave, and
+a line cut short by a kill is ignored. Claiming a cell happens under an exclusive file lock, so two
+sweep processes on the same folder never run the same cell.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+STATES = ("pending", "running", "ok", "failed", "interrupted")
+
+
+@dataclass
+class CellState:
+    state: str = "pending"
+    owner: str | None = None
+    seen: float | None = None      # time of the last running/heartbeat line
+    failures: int = 0
+    error: str | None = None
+
+
+def fold(lines) -> dict[str, CellState]:
+    """Each cell's current state from the record's lines, oldest first (pure)."""
+    cells: dict[str, CellState] = {}
+    for line in lines:
+        cell = cells.setdefault(line["cell"], CellState())
+        state = line["state"]
+        if state == "heartbeat":
+            if cell.state == "running" and cell.owner == line.get("owner"):
+                cell.seen = line["t"]
+            continue
+        cell.state, cell.owner, cell.seen = state, line.get("owner"), line["t"]
+        if state == "failed":
+            cell.failures += 1
+            cell.error = line.get("error")
+        elif state == "ok":
+            cell.error = None
+    return cells
+
+
+def decide(cell: CellState, *, now: float, stale_after: float, retries: int, owner_alive) -> str:
+    """What a sweep does with a cell not finished on disk (pure).
+
+    "run": pending, interrupted, or failed fewer than retries + 1 times; "reclaim": running, but
+    its owner is gone (a dead process on this host, or no heartbeat for `stale_after` seconds);
+    "busy": running under a live owner; "failed": out of retries; "ok": finished.
+    """
+    if cell.state in ("pending", "interrupted"):
+        return "run"
+    if cell.state == "failed":
+        return "run" if cell.failures <= retries else "failed"
+    if cell.state == "running":
+        alive = owner_alive(cell.owner)
+        if alive is False or (alive is None and now - (cell.seen or 0) > stale_after):
+            return "reclaim"
+        return "busy"
+    return cell.state
+
+
+def make_owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def owner_alive(owner: str | None) -> bool | None:
+    """True/False for an owner on this host (its process exists or not); None elsewhere."""
+    if not owner or ":" not in owner:
+        return None
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return None
+    if int(pid) == os.getpid():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class SweepRecord:
+    def __init__(self, path: Path, owner: str | None = None):
+        self.path = Path(path)
+        self.owner = owner or make_owner()
+
+    def lines(self) -> list[dict]:
+        if not self.path.exists():
+            return []
+        lines = []
+        for raw in self.path.read_bytes().split(b"\n"):
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                continue  # empty, or cut short by a kill
+            if isinstance(line, dict) and "cell" in line and "state" in line:
+                lines.append(line)
+        return lines
+
+    def states(self) -> dict[str, CellState]:
+        return fold(self.lines())
+
+    def append(self, cell: str, state: str, **fields) -> None:
+        line = {"t": round(time.time(), 3), "cell": cell, "state": state, "owner": self.owner, **fields}
+        data = (json.dumps(line) + "\n").encode()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    @contextlib.contextmanager
+    def locked(self):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_suffix(".lock"), "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def claim(self, cell: str, *, stale_after: float, retries: int) -> str:
+        """Mark `cell` running for this owner if `decide` allows; returns the decision."""
+        with self.locked():
+            state = self.states().get(cell, CellState())
+            decision = decide(state, now=time.time(), stale_after=stale_after, retries=retries,
+                              owner_alive=owner_alive)
+            if decision in ("run", "reclaim"):
+                self.append(cell, "running", reclaimed_from=state.owner if decision == "reclaim" else None)
+            return decision

@@ -1,0 +1,255 @@
+"""The sweep loop: plan the cells, claim them in the record, run them, keep the tables current.
+
+    summary = run_sweep("bench", expand(load_grid(path)), workspace, SweepOptions(workers=2))
+
+Every cell is validated (`prepare`) before anything runs; a cell whose configuration is
+invalid fails alone with its reason. Re-running the same sweep skips finished cells, resumes
+interrupted ones from their last.pth, retries failed ones up to `retries` times in all, and
+reclaims cells whose worker died. results.csv and results.md are rewritten after every cell.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..errors import ConfigError, RunInterrupted
+from ..experiment import Experiment, Workspace, prepare
+from ..rundir import read_metrics
+from .executors import InProcess, LocalProcesses, RayCluster
+from .grid import Cell, swept_parameters
+from .record import SweepRecord
+from .results import cell_row, write_results
+from .worker import Task, default_threads
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    workers: int = 1
+    backend: str = "local"            # local | ray
+    ray_address: str | None = None
+    gpus: tuple[int, ...] = ()
+    threads: int | None = None        # CPU threads per cell; default: cores // workers
+    retries: int = 0
+    restart: bool = False
+    stale_after: float = 300.0        # seconds without a heartbeat before a running cell is reclaimed
+    heartbeat_every: float = 30.0
+    console: bool = True              # in-process runs log to the console
+
+
+@dataclass
+class PlannedCell:
+    cell: Cell
+    experiment: Experiment
+    cell_id: str | None = None        # <dataset>/<model>/<run_id>, once prepare accepted it
+    run_dir: Path | None = None
+    error: str | None = None          # why prepare refused it
+
+
+@dataclass
+class SweepSummary:
+    name: str
+    sweep_dir: Path
+    counts: dict = field(default_factory=dict)   # ok, failed, skipped, busy, interrupted
+    seconds: float = 0.0
+    results_md: Path | None = None
+    interrupted: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        if self.interrupted:
+            return RunInterrupted.exit_code
+        return 1 if self.counts.get("failed") else 0
+
+
+def plan(cells: list[Cell], workspace: Workspace, sweep: str) -> list[PlannedCell]:
+    """Prepare every cell (no file is written); raise the first error if no cell is valid."""
+    planned = []
+    id_keys = tuple(swept_parameters(cells)) if any(cell.swept for cell in cells) else None
+    for cell in cells:
+        experiment = Experiment(cell.model, cell.dataset, dict(cell.params), sweep=sweep, id_keys=id_keys)
+        item = PlannedCell(cell, experiment)
+        try:
+            prepared = prepare(experiment, workspace)
+            item.cell_id = f"{cell.dataset}/{prepared.paths.run_dir.parent.name}/{prepared.run_id}"
+            item.run_dir = prepared.paths.run_dir
+        except ConfigError as exc:
+            if len(cells) == 1:
+                raise
+            item.error = f"{type(exc).__name__}: {exc}"
+        planned.append(item)
+    if planned and all(item.error for item in planned):
+        raise ConfigError(f"no cell of the sweep is valid; the first: {planned[0].error}")
+    return planned
+
+
+def run_sweep(name: str, planned: list[PlannedCell], workspace: Workspace, options: SweepOptions,
+              out: Callable[[str], None] = print) -> SweepSummary:
+    return _Sweep(name, planned, workspace, options, out).run()
+
+
+class _Sweep:
+    def __init__(self, name, planned, workspace, options, out):
+        self.name, self.planned, self.workspace, self.options, self.out = name, planned, workspace, options, out
+        self.sweep_dir = workspace.output_dir / name
+        self.record = SweepRecord(self.sweep_dir / "sweep.jsonl")
+        self.swept = swept_parameters(p.cell for p in planned)
+        self.by_id = {p.cell_id: p for p in planned if p.cell_id}
+        self.summary = SweepSummary(name, self.sweep_dir)
+        self.durations: list[float] = []
+        self.total = len(planned)
+
+    # ---------------------------------------------------------------- the loop
+    def run(self) -> SweepSummary:
+        started = time.perf_counter()
+        self._register_cells()
+        queue = self._cells_to_run()
+        self._write_tables()
+        executor = self._executor()
+        last_beat = time.monotonic()
+        try:
+            while queue or executor.running():
+                while queue and executor.free_slots() > 0 and not self.summary.interrupted:
+                    self._dispatch(queue.pop(0), executor)
+                for cell_id, result in executor.wait(timeout=min(5.0, self.options.heartbeat_every)):
+                    self._finish(cell_id, result, queue)
+                if time.monotonic() - last_beat >= self.options.heartbeat_every:
+                    self._heartbeat(executor.running())
+                    last_beat = time.monotonic()
+                if self.summary.interrupted:
+                    break
+        except (KeyboardInterrupt, RunInterrupted):
+            self.summary.interrupted = True
+            running = executor.running()
+            executor.stop()
+            for cell_id in running:
+                self.record.append(cell_id, "interrupted")
+        finally:
+            executor.stop()
+            self._write_tables()
+        self.summary.seconds = time.perf_counter() - started
+        self.out(self._summary_line())
+        return self.summary
+
+    # ---------------------------------------------------------------- steps
+    def _register_cells(self):
+        if self.options.restart and self.record.path.exists():
+            self.record.path.unlink()
+        known = self.record.states()
+        for item in self.planned:
+            if item.cell_id and item.cell_id not in known:
+                self.record.append(item.cell_id, "pending")
+
+    def _cells_to_run(self) -> list[str]:
+        queue = []
+        for item in self.planned:
+            if item.error:
+                self._count("failed")
+                self.out(cell_line(item, {"status": "failed", "error": item.error}).split(" (log:")[0])
+                continue
+            if not self.options.restart and (read_metrics(item.run_dir / "metrics.json") or {}).get("status") == "ok":
+                self._count("skipped")
+                continue
+            queue.append(item.cell_id)
+        return queue
+
+    def _dispatch(self, cell_id, executor):
+        decision = self.record.claim(cell_id, stale_after=self.options.stale_after, retries=self.options.retries)
+        if decision not in ("run", "reclaim"):
+            self._count({"busy": "busy", "failed": "failed"}.get(decision, "skipped"))
+            if decision == "busy":
+                self.out(f"busy    {cell_id}: running in another sweep process; left to it")
+            elif decision == "failed":
+                error = self.record.states()[cell_id].error
+                self.out(f"FAILED  {cell_id}: {error} (out of retries; --retries N to try again)")
+            return
+        if decision == "reclaim":
+            self.out(f"reclaim {cell_id}: its worker is gone; resuming from its last.pth")
+        item = self.by_id[cell_id]
+        executor.submit(cell_id, Task(cell=cell_id, experiment=item.experiment, workspace=self.workspace,
+                                      threads=self._threads(), restart=self.options.restart))
+
+    def _finish(self, cell_id, result, queue):
+        status = result["status"]
+        self.record.append(cell_id, status, error=result.get("error"), seconds=result.get("seconds"))
+        if status == "interrupted":
+            self.summary.interrupted = True
+            self._count("interrupted")
+            return
+        failures = self.record.states()[cell_id].failures
+        if status == "failed" and failures <= self.options.retries:
+            self.out(f"retry   {cell_id} after: {result.get('error')} (failure {failures} of {self.options.retries + 1} allowed)")
+            queue.append(cell_id)
+            return
+        self._count("skipped" if result.get("skipped") else status)
+        if not result.get("skipped"):
+            self.durations.append(result.get("seconds") or 0.0)
+        self._write_tables()
+        self.out(self._progress_line(cell_id, result))
+
+    def _heartbeat(self, running):
+        for cell_id in running:
+            self.record.append(cell_id, "heartbeat")
+
+    # ---------------------------------------------------------------- helpers
+    def _executor(self):
+        options = self.options
+        if options.backend == "ray":
+            return RayCluster(options.workers if options.workers > 1 else None, options.ray_address, self._threads(),
+                              gpus_per_cell=1 if options.gpus else 0)
+        if options.workers > 1 or options.gpus:
+            return LocalProcesses(max(options.workers, 1), options.gpus)
+        return InProcess(console=options.console)
+
+    def _threads(self) -> int | None:
+        if self.options.threads:
+            return self.options.threads
+        if self.options.workers > 1 or self.options.backend == "ray":
+            return default_threads(self.options.workers)
+        return None  # in process: torch's own default
+
+    def _count(self, what):
+        self.summary.counts[what] = self.summary.counts.get(what, 0) + 1
+
+    def _write_tables(self):
+        rows = [cell_row(p.cell_id or f"{p.cell.dataset}/{p.cell.model}/(invalid)", p.cell.model, p.cell.dataset,
+                         dict(p.cell.params), self.swept, p.run_dir, error=p.error) for p in self.planned]
+        _, self.summary.results_md = write_results(self.sweep_dir, rows, self.swept, title=f"Sweep {self.name}")
+
+    def _progress_line(self, cell_id, result) -> str:
+        done = self.summary.counts
+        remaining = max(0, self.total - sum(done.values()))
+        eta = ""
+        if self.durations and remaining:
+            parallel = max(1, min(self.options.workers, remaining))
+            eta = f", ETA {_clock(sum(self.durations) / len(self.durations) * remaining / parallel)}"
+        return f"[{sum(done.values())}/{self.total}{eta}] " + cell_line(self.by_id[cell_id], result)
+
+    def _summary_line(self) -> str:
+        c = self.summary.counts
+        state = "interrupted; the same command resumes it" if self.summary.interrupted else "done"
+        busy = f", {c['busy']} running elsewhere" if c.get("busy") else ""
+        return (f"sweep {self.name} {state}: {c.get('ok', 0)} ok, {c.get('failed', 0)} failed, "
+                f"{c.get('skipped', 0)} skipped{busy} in {_clock(self.summary.seconds)}; results: {self.summary.results_md}")
+
+
+def cell_line(item: PlannedCell, result: dict) -> str:
+    """One line per finished cell: what, how it ended, and where to look (pure)."""
+    cell = item.cell
+    swept = ",".join(f"{name}={cell.params.get(name)}" for name in cell.swept)
+    what = f"{cell.model} on {cell.dataset}" + (f" ({swept})" if swept else "")
+    run_dir = Path(result.get("run_dir") or item.run_dir or ".")
+    if result["status"] != "ok":
+        return f"FAILED  {what}: {result.get('error')} (log: {run_dir / 'run.log'})"
+    test = ", ".join(f"{k}={v:.4f}" for k, v in (result.get("test") or {}).items())
+    done = "already finished" if result.get("skipped") else f"best epoch {result.get('best_epoch')}, {result.get('seconds', 0):.0f}s"
+    return f"ok      {what} ({done}): test {test} -> {run_dir}"
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
+

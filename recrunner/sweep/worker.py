@@ -1,0 +1,99 @@
+"""One cell, run where an executor puts it: in this process, a fresh local process, or a Ray task.
+
+`run_task` never raises for a failing cell: run_experiment records training failures itself, and
+anything raised before that (a configuration RecBole rejects, a missing dataset) comes back as a
+failed result with its one-line reason, so the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass, replace
+
+from ..errors import RecrunnerError, RunInterrupted
+from ..experiment import Experiment, Workspace, run_experiment
+
+
+@dataclass(frozen=True)
+class Task:
+    cell: str                 # the cell id: <dataset>/<model>/<run_id>
+    experiment: Experiment
+    workspace: Workspace
+    threads: int | None = None
+    restart: bool = False
+    console: bool = False
+
+
+def run_task(task: Task) -> dict:
+    """Run the cell; returns {"status", "error", "skipped", "best_epoch", "test", "run_dir", "seconds"}."""
+    started = time.perf_counter()
+    if task.threads:
+        import torch
+
+        torch.set_num_threads(task.threads)
+    try:
+        result = run_experiment(task.experiment, task.workspace, restart=task.restart, console=task.console)
+        outcome = {"status": result.status, "error": result.error, "skipped": result.skipped,
+                   "best_epoch": result.best_epoch, "test": result.test, "run_dir": str(result.run_dir)}
+    except RunInterrupted as exc:
+        outcome = {"status": "interrupted", "error": str(exc)}
+    except RecrunnerError as exc:
+        outcome = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+    except Exception as exc:  # noqa: BLE001 - a cell's failure must not end the sweep
+        outcome = {"status": "failed", "error": f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"}
+    outcome.setdefault("skipped", False)
+    outcome["seconds"] = round(time.perf_counter() - started, 3)
+    return outcome
+
+
+def _raise_interrupt(signum, frame):
+    raise RunInterrupted("received SIGTERM")
+
+
+def on_gpu(task: Task, gpu_ids) -> Task:
+    """The task pinned to these GPUs. RecBole sets CUDA_VISIBLE_DEVICES from `gpu_id` itself,
+    so the choice travels as the run's (identity-free) runtime setting."""
+    if not gpu_ids:
+        return task
+    runtime = {**task.experiment.runtime, "gpu_id": ",".join(str(g) for g in gpu_ids)}
+    return replace(task, experiment=replace(task.experiment, runtime=runtime))
+
+
+def child_main(task: Task, connection) -> None:
+    """Entry point of a fresh local worker process: one cell, then exit."""
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the coordinator, which stops the workers
+    _terminate_with_parent()
+    result = run_task(task)
+    try:
+        connection.send(result)
+        connection.close()
+    except OSError:  # the sweep process is gone; the run's own files hold the outcome
+        pass
+
+
+def _terminate_with_parent() -> None:
+    """Linux: SIGTERM this process when its parent (the fork server, which exits with the sweep
+    process) dies, so a killed sweep never leaves a cell training that the next sweep reclaims."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def ray_entry(task: Task) -> dict:
+    """Entry point of a Ray task (a fresh worker process per task: max_calls=1)."""
+    import ray
+
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    return run_task(on_gpu(task, [int(g) for g in ray.get_gpu_ids()]))
+
+
+def default_threads(workers: int) -> int:
+    return max(1, (os.cpu_count() or 1) // max(1, workers))
+
