@@ -56,3 +56,16 @@ def read_hparams(run_dir: Path) -> dict:
         "metric_tags": [m.name.tag for m in experiment.metric_infos],
         "status": api_pb2.Status.Name(metadata.parse_session_end_info_plugin_data(end).status) if end else None,
     }
+
+
+@pytest.fixture
+def mini_dataset(workspace) -> str:
+    """A second small dataset, 'ml-mini': the first 40,000 interactions of ml-100k, in data_path."""
+    import recbole
+
+    source = Path(recbole.__file__).parent / "dataset_example" / "ml-100k" / "ml-100k.inter"
+    folder = workspace.data_path / "ml-mini"
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = source.read_text().splitlines(keepends=True)[:40001]
+    (folder / "ml-mini.inter").write_text("".join(lines))
+    return "ml-mini"

@@ -117,8 +117,11 @@ class SweepRecord:
         line = {"t": round(time.time(), 3), "cell": cell, "state": state, "owner": self.owner, **fields}
         data = (json.dumps(line) + "\n").encode()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                data = b"\n" + data  # end a line a killed writer left unfinished
             os.write(fd, data)
             os.fsync(fd)
         finally:

@@ -1,0 +1,137 @@
+"""Sweep decisions as pure functions: grid expansion, the record's fold and decide, the tables."""
+
+import json
+import signal
+
+import pytest
+
+from recrunner import ConfigError
+from recrunner.sweep import Grid, expand, grid_from_mapping, load_grid, swept_parameters
+from recrunner.sweep.executors import died
+from recrunner.sweep.record import CellState, SweepRecord, decide, fold
+from recrunner.sweep.results import best_configurations, cell_row, results_csv, results_markdown
+
+from .conftest import REPO
+
+
+def test_grid_expands_models_datasets_swept_params_model_blocks_and_seeds():
+    grid = grid_from_mapping({
+        "models": ["SASRec", "GRU4Rec"], "datasets": ["ml-100k"],
+        "params": {"learning_rate": [0.001, 0.01], "epochs": 3},
+        "model_params": {"SASRec": {"n_layers": [1, 2]}},
+        "seeds": [1, 2], "fixed": {"topk": [10, 20]},
+    })
+    cells = expand(grid, overrides={"epochs": 5})
+    assert len(cells) == 2 * 2 * 2 + 2 * 2          # SASRec: lr x layers x seeds; GRU4Rec: lr x seeds
+    first = cells[0]
+    assert first.params == {"epochs": 5, "learning_rate": 0.001, "n_layers": 1, "topk": [10, 20], "seed": 1}
+    assert first.swept == ("learning_rate", "n_layers", "seed")
+    assert swept_parameters(cells) == ["learning_rate", "n_layers", "seed"]
+    assert len({cell.key for cell in cells}) == len(cells)
+
+
+def test_repeats_make_consecutive_seeds_and_an_override_stops_a_sweep():
+    grid = grid_from_mapping({"models": ["BPR"], "datasets": ["ml-100k"], "params": {"learning_rate": [0.1, 0.2]},
+                              "repeats": 3})
+    assert [c.params["seed"] for c in expand(grid)] == [2020, 2021, 2022, 2020, 2021, 2022]
+    assert len(expand(grid, overrides={"learning_rate": 0.5})) == 3
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"models": "BPR", "datasets": ["d"], "seeds": [1], "repeats": 2}, "seeds or repeats, not both"),
+    ({"models": ["BPR"], "datasets": ["d"], "seeds": ["a"]}, "seeds must be a list of integers"),
+    ({"models": ["BPR"], "datasets": ["d"], "params": [1]}, "params must be a mapping"),
+    ({"models": [1], "datasets": ["d"]}, "models must be a list of names"),
+])
+def test_malformed_grids_are_one_clear_error(raw, message):
+    with pytest.raises(ConfigError, match=message):
+        grid_from_mapping(raw)
+
+
+def test_grid_files_shipped_in_configs_load(tmp_path):
+    for path in sorted((REPO / "configs" / "grids").glob("*.yaml")):
+        assert expand(load_grid(path)), path
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("models: [BPR]\ndatasets: [ml-100k]\nparam: {learning_rate: [1, 2]}\n")
+    with pytest.raises(ConfigError, match="unknown grid key"):
+        load_grid(bad)
+    assert expand(Grid(models=("BPR",), datasets=("ml-100k",)))[0].params == {}
+
+
+def _line(cell, state, t, owner="h:1", **extra):
+    return {"t": t, "cell": cell, "state": state, "owner": owner, **extra}
+
+
+def test_fold_keeps_the_last_state_failures_and_heartbeats_of_the_current_owner():
+    states = fold([
+        _line("a", "pending", 1), _line("a", "running", 2), _line("a", "failed", 3, error="boom"),
+        _line("a", "running", 4, owner="h:2"), _line("a", "heartbeat", 9, owner="h:2"),
+        _line("a", "heartbeat", 10, owner="h:1"),  # a late line from an old owner changes nothing
+        _line("b", "pending", 1), _line("b", "ok", 5),
+    ])
+    assert states["a"] == CellState(state="running", owner="h:2", seen=9, failures=1, error="boom")
+    assert states["b"].state == "ok"
+
+
+@pytest.mark.parametrize("state, alive, now, retries, expected", [
+    (CellState("pending"), None, 0, 0, "run"),
+    (CellState("interrupted"), None, 0, 0, "run"),
+    (CellState("failed", failures=1), None, 0, 0, "failed"),
+    (CellState("failed", failures=1), None, 0, 1, "run"),
+    (CellState("failed", failures=2), None, 0, 1, "failed"),
+    (CellState("running", owner="h:1", seen=100), True, 10_000, 0, "busy"),
+    (CellState("running", owner="h:1", seen=100), False, 101, 0, "reclaim"),      # its process is gone
+    (CellState("running", owner="x:1", seen=100), None, 200, 0, "busy"),          # another host, fresh
+    (CellState("running", owner="x:1", seen=100), None, 500, 0, "reclaim"),       # another host, stale
+    (CellState("ok"), None, 0, 0, "ok"),
+])
+def test_decide(state, alive, now, retries, expected):
+    assert decide(state, now=now, stale_after=300, retries=retries, owner_alive=lambda owner: alive) == expected
+
+
+def test_record_ignores_a_line_cut_short_and_claims_under_a_lock(tmp_path):
+    record = SweepRecord(tmp_path / "sweep.jsonl", owner="host:1")
+    record.append("a", "pending")
+    with open(record.path, "ab") as f:
+        f.write(b'{"t": 3, "cell": "a", "sta')  # a kill in the middle of a write
+    assert record.states()["a"].state == "pending"
+    assert record.claim("a", stale_after=300, retries=0) == "run"
+    assert record.states()["a"].state == "running"
+
+
+def test_a_dead_worker_is_named_with_its_signal():
+    assert died(-signal.SIGKILL) == "worker process killed by SIGKILL (out of memory? the kernel's OOM killer sends SIGKILL)"
+    assert died(-signal.SIGSEGV) == "worker process killed by SIGSEGV"
+    assert died(3) == "worker process exited with code 3 without a result"
+
+
+def _row(model, dataset, lr, seed, valid, test, status="ok"):
+    return {"cell": f"{dataset}/{model}/lr={lr},seed={seed}", "model": model, "dataset": dataset, "learning_rate": lr,
+            "seed": seed, "status": status, "best_valid_score": valid, "valid_metric": "mrr@10",
+            "test/ndcg@10": test, "valid/mrr@10": valid}
+
+
+def test_tables_select_on_validation_report_test_mean_std_and_bold_the_best():
+    rows = [
+        _row("SASRec", "ml-1m", 0.001, 1, 0.30, 0.10), _row("SASRec", "ml-1m", 0.001, 2, 0.32, 0.12),
+        _row("SASRec", "ml-1m", 0.01, 1, 0.20, 0.50), _row("SASRec", "ml-1m", 0.01, 2, 0.22, 0.52),  # best test, worse valid
+        _row("GRU4Rec", "ml-1m", 0.001, 1, 0.25, 0.08), _row("GRU4Rec", "ml-1m", 0.001, 2, 0.27, 0.10),
+        _row("GRU4Rec", "ml-1m", 0.01, 1, None, None, status="failed"),
+    ]
+    chosen = best_configurations(rows, ["learning_rate", "seed"])
+    assert [r["learning_rate"] for r in chosen[("SASRec", "ml-1m")]] == [0.001, 0.001]
+    markdown = results_markdown(rows, ["learning_rate", "seed"], "Sweep t")
+    assert "| SASRec | **0.1100 ± 0.0141 (n=2)** |" in markdown
+    assert "| GRU4Rec | 0.0900 ± 0.0141 (n=2) |" in markdown
+    assert "7 cells: 1 failed, 6 ok." in markdown and "## cells not finished" in markdown
+    header = results_csv(rows, ["learning_rate", "seed"]).splitlines()[0]
+    assert header.startswith("cell,model,dataset,learning_rate,seed,status,error,best_epoch")
+
+
+def test_a_cell_row_reads_metrics_json_and_marks_missing_ones_pending(tmp_path):
+    (tmp_path / "metrics.json").write_text(json.dumps({
+        "status": "ok", "seed": 7, "best_epoch": 3, "best_valid": {"mrr@10": 0.2}, "test": {"mrr@10": 0.1},
+        "data_seconds": 1.0, "train_seconds": 2.0, "test_seconds": 0.5}))
+    row = cell_row("c", "BPR", "ml-100k", {"learning_rate": 0.1}, ["learning_rate"], tmp_path)
+    assert row["status"] == "ok" and row["seconds"] == 3.5 and row["valid/mrr@10"] == 0.2 and row["seed"] == 7
+    assert cell_row("c", "BPR", "ml-100k", {}, [], tmp_path / "none")["status"] == "pending"
