@@ -25,17 +25,31 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-MODELS = {
-    "SASRec": {"hidden_size": 32, "inner_size": 64, "n_layers": 1, "n_heads": 1},
-    "GRU4Rec": {"embedding_size": 32, "hidden_size": 32},
-}
 DATASETS = ["ml-1m", "Amazon_Beauty"]
 LEARNING_RATES = [0.001, 0.003]
+# general: BPR and NeuMF on the whole datasets, 2 epochs.
+# small: the whole datasets, tiny sequential models, one epoch (slow here: CE over every item).
+# medium: light users only (5-50 interactions), 32-dim models: training dominates each cell.
+PROFILES = {
+    "general": {  # collaborative filtering on the whole datasets: preprocessing is a third of a cell
+        "models": {"BPR": {"embedding_size": 64}, "NeuMF": {"mf_embedding_size": 32, "mlp_embedding_size": 32}},
+        "fixed": {"train_batch_size": 4096, "epochs": 2},
+    },
+    "small": {
+        "models": {"SASRec": {"hidden_size": 16, "inner_size": 32, "n_layers": 1, "n_heads": 1},
+                   "GRU4Rec": {"embedding_size": 16, "hidden_size": 16}},
+        "fixed": {"MAX_ITEM_LIST_LENGTH": 50, "train_batch_size": 4096},
+    },
+    "medium": {
+        "models": {"SASRec": {"hidden_size": 32, "inner_size": 64, "n_layers": 1, "n_heads": 1},
+                   "GRU4Rec": {"embedding_size": 32, "hidden_size": 32}},
+        "fixed": {"MAX_ITEM_LIST_LENGTH": 20, "train_batch_size": 2048, "user_inter_num_interval": "[5,50]"},
+    },
+}
 
 
-def fixed(epochs):
-    return {"epochs": epochs, "MAX_ITEM_LIST_LENGTH": 20, "train_batch_size": 2048, "eval_batch_size": 4096,
-            "stopping_step": 1000}
+def fixed(epochs, profile):
+    return {"epochs": epochs, "eval_batch_size": 4096, "stopping_step": 1000, **PROFILES[profile]["fixed"]}
 
 
 def dataset_settings(dataset):
@@ -43,9 +57,9 @@ def dataset_settings(dataset):
     return yaml.safe_load((REPO / "configs" / "datasets" / f"{dataset}.yaml").read_text()) or {}
 
 
-def plain_recbole(data_path: Path, epochs: int, workdir: Path) -> tuple[float, dict]:
+def plain_recbole(data_path: Path, epochs: int, workdir: Path, profile: str) -> tuple[float, dict]:
     """Every cell through recbole.quick_start.run_recbole, in one process, one after another."""
-    (workdir / "cells.json").write_text(json.dumps(cells_spec(data_path, epochs)))
+    (workdir / "cells.json").write_text(json.dumps(cells_spec(data_path, epochs, profile)))
     code = """
 import json, os, sys, time, warnings
 warnings.filterwarnings("ignore")
@@ -66,18 +80,25 @@ print(json.dumps({"seconds": time.perf_counter() - start, "results": results}))
     return report["seconds"], report["results"]
 
 
-def cells_spec(data_path: Path, epochs: int) -> list:
-    cells = []
-    for model, dataset, lr in itertools.product(MODELS, DATASETS, LEARNING_RATES):
-        config = {**dataset_settings(dataset), **MODELS[model], **fixed(epochs), "learning_rate": lr,
-                  "data_path": str(data_path), "show_progress": False, "train_neg_sample_args": None}
+def _model_settings(model: str) -> dict:
+    """configs/models/<model>.yaml, which recrunner layers in (CE models turn negative sampling off)."""
+    path = REPO / "configs" / "models" / f"{model}.yaml"
+    return (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+
+
+def cells_spec(data_path: Path, epochs: int, profile: str) -> list:
+    cells, models = [], PROFILES[profile]["models"]
+    for model, dataset, lr in itertools.product(models, DATASETS, LEARNING_RATES):
+        config = {**dataset_settings(dataset), **models[model], **fixed(epochs, profile), "learning_rate": lr,
+                  "data_path": str(data_path), "show_progress": False, **_model_settings(model)}
         cells.append({"model": model, "dataset": dataset, "config": config, "key": f"{model}/{dataset}/{lr}"})
     return cells
 
 
-def recrunner_sweep(data_path: Path, epochs: int, workdir: Path, workers: int) -> tuple[float, dict]:
-    grid = {"name": "bench", "models": list(MODELS), "datasets": DATASETS, "model_params": MODELS,
-            "params": {"learning_rate": LEARNING_RATES}, "fixed": fixed(epochs)}
+def recrunner_sweep(data_path: Path, epochs: int, workdir: Path, workers: int, profile: str) -> tuple[float, dict]:
+    models = PROFILES[profile]["models"]
+    grid = {"name": "bench", "models": list(models), "datasets": DATASETS, "model_params": models,
+            "params": {"learning_rate": LEARNING_RATES}, "fixed": fixed(epochs, profile)}
     grid_file = workdir / "grid.yaml"
     grid_file.write_text(yaml.safe_dump(grid))
     command = [sys.executable, str(REPO / "run_experiments.py"), "--grid", str(grid_file), "--workers", str(workers),
@@ -99,19 +120,25 @@ def recrunner_sweep(data_path: Path, epochs: int, workdir: Path, workers: int) -
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-path", type=Path, default=REPO.parent / "shared" / "datasets")
-    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=None, help="default: the profile's")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="medium")
+    parser.add_argument("--keep", type=Path, default=None, help="keep both work folders under this folder")
     args = parser.parse_args()
     data_path = args.data_path.resolve()
+    args.epochs = args.epochs or PROFILES[args.profile]["fixed"].get("epochs", 1)
     missing = [d for d in DATASETS if not (data_path / d / f"{d}.inter").is_file()]
     if missing:
         raise SystemExit(f"datasets missing under {data_path}: {', '.join(missing)} (see --data-path)")
-    with tempfile.TemporaryDirectory() as plain_dir, tempfile.TemporaryDirectory() as ours_dir:
-        plain_seconds, plain = plain_recbole(data_path, args.epochs, Path(plain_dir))
-        ours_seconds, ours = recrunner_sweep(data_path, args.epochs, Path(ours_dir), args.workers)
+    with tempfile.TemporaryDirectory() as tmp:
+        base = args.keep.resolve() if args.keep else Path(tmp)
+        (base / "plain").mkdir(parents=True, exist_ok=True)
+        (base / "recrunner").mkdir(parents=True, exist_ok=True)
+        plain_seconds, plain = plain_recbole(data_path, args.epochs, base / "plain", args.profile)
+        ours_seconds, ours = recrunner_sweep(data_path, args.epochs, base / "recrunner", args.workers, args.profile)
     same = all(plain[key] == ours.get(key) for key in plain)
-    print(f"cells: {len(plain)} ({', '.join(MODELS)} x {', '.join(DATASETS)} x lr {LEARNING_RATES}), "
-          f"{args.epochs} epochs, {os.cpu_count()} CPU cores")
+    print(f"profile {args.profile}: {len(plain)} cells ({', '.join(PROFILES[args.profile]['models'])} x "
+          f"{', '.join(DATASETS)} x lr {LEARNING_RATES}), {args.epochs} epoch(s), {os.cpu_count()} CPU cores")
     print(f"plain RecBole, one after another (run_recbole): {plain_seconds:8.1f} s")
     print(f"recrunner, data cache + --workers {args.workers}:         {ours_seconds:8.1f} s")
     print(f"speed-up: {plain_seconds / ours_seconds:.2f}x; test metrics identical in every cell: {same}")

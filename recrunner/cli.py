@@ -87,10 +87,34 @@ def _raise_interrupt(signum, frame):
     raise RunInterrupted("received SIGTERM")
 
 
+def build_report_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="recrunner report",
+                     description="Tables, significance tests and charts of a sweep (finished or not).")
+    parser.add_argument("sweep_dir", type=Path, help="a sweep folder, e.g. runs/<sweep>")
+    parser.add_argument("--baseline", default=None, help="model the others are tested against (default: the first)")
+    parser.add_argument("--alpha", type=float, default=0.05, help="significance level after Holm's correction")
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default: <sweep_dir>/report)")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    return parser
+
+
+def _report(args) -> int:
+    from .report import build_report, write_report
+
+    if not args.sweep_dir.is_dir():
+        raise ConfigError(f"{args.sweep_dir} is not a folder; give a sweep folder like runs/<sweep>")
+    report = build_report(args.sweep_dir, baseline=args.baseline, alpha=args.alpha)
+    for path in write_report(report, args.out):
+        print(path)
+    return 0
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv
     try:
+        if argv[:1] == ["report"]:
+            return _report(build_report_parser().parse_args(argv[1:]))
         return _main(build_parser().parse_args(argv))
     except RecrunnerError as exc:
         if debug:

@@ -170,8 +170,11 @@ def coerce_value(key: str, value: Any, default: Any, source: str = "--set") -> A
         return value
     if isinstance(default, dict) and not isinstance(value, dict):
         raise wrong("a mapping")
+    if isinstance(default, str) and isinstance(value, list) and value and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+        return "[" + ",".join(str(v) for v in value) + "]"  # YAML read `[10,60]`: RecBole's interval string
     if isinstance(default, str) and isinstance(value, (dict, list)):
-        raise wrong("a string")
+        raise wrong("a string (quote it: key='...')")
     return value
 
 

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from . import __version__, compat
+from . import __version__, compat, per_user
 from .accumulation import accumulation_steps
 from .callbacks import default_callbacks, with_defaults
 from .checkpoint import load as load_checkpoint
@@ -30,7 +30,7 @@ from .errors import CheckpointError, ConfigError, RecrunnerError, RunInterrupted
 from .models import resolve_model, trainer_class_for
 from .rundir import RunPaths, fingerprint, make_run_id, read_metrics, run_paths, write_config, write_metrics
 from .runlog import run_logging
-from .tensorboard import RunWriter
+from .tensorboard import RunWriter, write_experiment
 from .trainer import CustomTrainer, default_hparams
 
 logger = logging.getLogger("recrunner")
@@ -180,6 +180,7 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
         started = time.perf_counter()
         test_result = trainer.test(test_data, show_progress=show_progress)
         metrics["test_seconds"] = round(time.perf_counter() - started, 3)
+        per_user.save(paths.run_dir / "test_per_user.npz", trainer.test_per_user)
         metrics["test"] = {k: float(v) for k, v in test_result.items()}
         status = "ok"
     except (KeyboardInterrupt, RunInterrupted):
@@ -197,6 +198,7 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
         writer.end_session(status, prepared.hparams)
         writer.close()
         write_metrics(paths.metrics, metrics)
+        write_experiment(workspace.output_dir)  # the HParams columns now include this run's
     return _result_from_metrics(paths.run_dir, metrics)
 
 

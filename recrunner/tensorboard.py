@@ -1,8 +1,10 @@
-"""TensorBoard output of one run: every metric as a scalar, and the hparams row in the same run.
+"""TensorBoard output: every metric as a scalar, the hparams row in the run itself, the columns once.
 
-torch's `SummaryWriter.add_hparams` writes the row into a new timestamped sub-run and always
-reports success; `hparams_summaries` builds the same protos with the run's real status, and
-`RunWriter` writes them into the run's own event file.
+torch's `SummaryWriter.add_hparams` writes the row into a new timestamped sub-run, always reports
+success, and writes the columns (the Experiment proto) into every run, of which TensorBoard shows
+one arbitrary run's: a BPR-vs-SASRec sweep silently loses columns. Here each run's directory has
+its row (`hparams_summaries`: values, a seed group, the real status) and the output folder has the
+columns for all runs beneath it (`write_experiment`: the union), rewritten after every run.
 """
 
 from __future__ import annotations
@@ -24,40 +26,129 @@ def hparam_value(value):
     return str(value)
 
 
-def hparams_summaries(hparams: Mapping, metric_tags, status: str | None):
-    """Summary protos: experiment (columns), session start (this run's values), session end."""
+def _plugin_summary(tag, **content):
     from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
     from tensorboard.plugins.hparams import metadata
-    from tensorboard.plugins.hparams.api_pb2 import DataType, Experiment, HParamInfo, MetricInfo, MetricName, Status
-    from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData, SessionEndInfo, SessionStartInfo
+    from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 
-    def summary(tag, **content):
-        data = HParamsPluginData(version=metadata.PLUGIN_DATA_VERSION, **content)
-        meta = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(
-            plugin_name=metadata.PLUGIN_NAME, content=data.SerializeToString()))
-        return Summary(value=[Summary.Value(tag=tag, metadata=meta)])
+    data = HParamsPluginData(version=metadata.PLUGIN_DATA_VERSION, **content)
+    meta = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(
+        plugin_name=metadata.PLUGIN_NAME, content=data.SerializeToString()))
+    return Summary(value=[Summary.Value(tag=tag, metadata=meta)])
 
-    start = SessionStartInfo()
-    infos = []
+
+def session_group(hparams: Mapping) -> str:
+    """Runs that differ only by seed share a group, which TensorBoard aggregates (pure)."""
+    from .rundir import fingerprint
+
+    return fingerprint({k: str(v) for k, v in hparams.items() if k not in ("seed", "status")})
+
+
+def hparams_summaries(hparams: Mapping, status: str | None):
+    """A run's row: its session start (values, seed group) and, once known, its end (status).
+
+    The columns (the Experiment proto) are not here: TensorBoard takes them from the first run
+    it finds that has them, so they are written once for all runs by `write_experiment`.
+    """
+    from tensorboard.plugins.hparams import metadata
+    from tensorboard.plugins.hparams.api_pb2 import Status
+    from tensorboard.plugins.hparams.plugin_data_pb2 import SessionEndInfo, SessionStartInfo
+
+    start = SessionStartInfo(group_name=session_group(hparams))
     for key, raw in hparams.items():
         value = hparam_value(raw)
         if isinstance(value, bool):
             start.hparams[key].bool_value = value
-            kind = "DATA_TYPE_BOOL"
         elif isinstance(value, (int, float)):
             start.hparams[key].number_value = value
-            kind = "DATA_TYPE_FLOAT64"
         else:
             start.hparams[key].string_value = value
-            kind = "DATA_TYPE_STRING"
-        infos.append(HParamInfo(name=key, type=DataType.Value(kind)))
-    experiment = Experiment(hparam_infos=infos, metric_infos=[MetricInfo(name=MetricName(tag=t)) for t in metric_tags])
-    protos = [summary(metadata.EXPERIMENT_TAG, experiment=experiment),
-              summary(metadata.SESSION_START_INFO_TAG, session_start_info=start)]
+    protos = [_plugin_summary(metadata.SESSION_START_INFO_TAG, session_start_info=start)]
     if status is not None:
         end = SessionEndInfo(status=Status.Value(STATUS[status]))
-        protos.append(summary(metadata.SESSION_END_INFO_TAG, session_end_info=end))
+        protos.append(_plugin_summary(metadata.SESSION_END_INFO_TAG, session_end_info=end))
     return protos
+
+
+def experiment_summary(rows: list[Mapping], metric_tags):
+    """The HParams columns: the union of every run's hparams (typed by all their values) and metrics."""
+    from tensorboard.plugins.hparams import metadata
+    from tensorboard.plugins.hparams.api_pb2 import DataType, Experiment, HParamInfo, MetricInfo, MetricName
+
+    values: dict[str, list] = {}
+    for row in rows:
+        for key, raw in row.items():
+            values.setdefault(key, []).append(hparam_value(raw))
+    infos = []
+    for key in sorted(values, key=_column_order):
+        seen = values[key]
+        if all(isinstance(v, bool) for v in seen):
+            kind = "DATA_TYPE_BOOL"
+        elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in seen):
+            kind = "DATA_TYPE_FLOAT64"
+        else:
+            kind = "DATA_TYPE_STRING"
+        info = HParamInfo(name=key, type=DataType.Value(kind))
+        if kind == "DATA_TYPE_STRING":
+            info.domain_discrete.extend(sorted({str(v) for v in seen}))
+        infos.append(info)
+    experiment = Experiment(hparam_infos=infos,
+                            metric_infos=[MetricInfo(name=MetricName(tag=tag)) for tag in metric_tags])
+    return _plugin_summary(metadata.EXPERIMENT_TAG, experiment=experiment)
+
+
+_FIRST_COLUMNS = ("model", "dataset", "status", "seed", "learning_rate")
+
+
+def _column_order(key: str):
+    return (_FIRST_COLUMNS.index(key) if key in _FIRST_COLUMNS else len(_FIRST_COLUMNS), key)
+
+
+def read_session(path: Path) -> tuple[dict, str | None]:
+    """(hparams, status name) of a run's hparams event file."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from tensorboard.plugins.hparams import api_pb2, metadata
+
+    hparams, status = {}, None
+    for event in EventFileLoader(str(path)).Load():
+        for value in event.summary.value:
+            content = value.metadata.plugin_data.content
+            if value.tag == metadata.SESSION_START_INFO_TAG:
+                start = metadata.parse_session_start_info_plugin_data(content)
+                hparams = {k: getattr(v, v.WhichOneof("kind")) for k, v in start.hparams.items() if v.WhichOneof("kind")}
+            elif value.tag == metadata.SESSION_END_INFO_TAG:
+                status = api_pb2.Status.Name(metadata.parse_session_end_info_plugin_data(content).status)
+    return hparams, status
+
+
+def write_experiment(logdir: Path) -> Path | None:
+    """Columns for every run under `logdir` (`tensorboard --logdir <logdir>`), rewritten whole.
+
+    Hparams come from each run's session file, metric columns from its metrics.json
+    (Best_Valid/<metric>, Best_Valid/score, Test/<metric>): whatever models the runs are and in
+    whatever order they were written, the table gets the union.
+    """
+    import json
+
+    logdir = Path(logdir)
+    rows, metrics = [], set()
+    for path in sorted(logdir.rglob(HPARAMS_FILE)):
+        if path.parent == logdir:
+            continue
+        rows.append(read_session(path)[0])
+        try:
+            recorded = json.loads((path.parent / "metrics.json").read_text())
+        except (OSError, ValueError):
+            recorded = {}
+        names = set(recorded.get("best_valid") or {}) | set(recorded.get("test") or {})
+        metrics |= {f"Best_Valid/{m}" for m in names} | {f"Test/{m}" for m in names}
+        if names:
+            metrics.add("Best_Valid/score")
+    if not rows:
+        return None
+    target = logdir / HPARAMS_FILE
+    write_event_file(target, [experiment_summary(rows, sorted(metrics, key=lambda t: (not t.startswith("Best"), t)))])
+    return target
 
 
 HPARAMS_FILE = "events.out.tfevents.0000000000.hparams"
@@ -108,9 +199,12 @@ class RunWriter:
         for name, value in metrics.items():
             self.writer.add_scalar(f"{prefix}/{name}", float(value), step)
 
-    def add_hparams(self, hparams: Mapping, metric_tags, status: str | None = None):
+    def add_hparams(self, hparams: Mapping, metric_tags=(), status: str | None = None):
+        """This run's hparams row (with its status once known); metric_tags: kept for the caller's
+        columns, which `write_experiment` writes once for all runs."""
         self.hparams, self.metric_tags = dict(hparams), list(metric_tags)
-        write_event_file(self.log_dir / HPARAMS_FILE, hparams_summaries(self.hparams, self.metric_tags, status))
+        row = {**self.hparams, "status": status} if status is not None else self.hparams
+        write_event_file(self.log_dir / HPARAMS_FILE, hparams_summaries(row, status))
 
     def end_session(self, status: str, hparams: Mapping | None = None):
         """Record the run's final status in its hparams row (writing the row if fit never did)."""

@@ -21,7 +21,7 @@ import torch
 from recbole.trainer import Trainer
 from recbole.utils import dict2str, set_color
 
-from . import checkpoint, compat
+from . import checkpoint, compat, per_user
 from .accumulation import GradientAccumulator, accumulation_steps
 from .callbacks import CallbackHandler, TrainerControl, default_callbacks, improved, with_defaults
 from .errors import CheckpointError, TrainingFailed
@@ -58,6 +58,7 @@ class CustomTrainer(Trainer):
             self.clip_grad_norm = None
         self.steps_per_epoch = None  # optimizer steps per epoch, known once fit sees the data
         self.non_finite_batch = None  # batch index where this epoch's loss stopped being finite
+        self.test_per_user: dict = {}
         self.hparams = dict(hparams) if hparams is not None else default_hparams(config)
         self.save_total_limit = config["save_total_limit"]
         self.checkpoint_every = max(1, config["checkpoint_every"] or 1)
@@ -121,8 +122,13 @@ class CustomTrainer(Trainer):
     def _initial_validation(self, valid_data, verbose, show_progress):
         """Epoch -1: the untrained model's metrics, a baseline for every curve."""
         start = time()
-        with self._rng_preserved():
-            score, result = self._valid_epoch(valid_data, show_progress=show_progress)
+        try:
+            with self._rng_preserved():
+                score, result = self._valid_epoch(valid_data, show_progress=show_progress)
+        except Exception as exc:  # e.g. Pop cannot score anything before it has counted items
+            self.logger.warning(f"no epoch -1 validation: {self.config['model']} cannot predict before training "
+                                f"({type(exc).__name__}: {exc})")
+            return
         self._empty_cuda_cache()
         self.initial_valid_result = dict(result)
         if verbose:
@@ -327,8 +333,13 @@ class CustomTrainer(Trainer):
         return state
 
     def test(self, test_data, show_progress=False) -> dict:
-        """Score `test_data` with the best weights; Test/* scalars at the best epoch, on_test_end."""
-        result = dict(self.evaluate(test_data, load_best_model=True, show_progress=show_progress))
+        """Score `test_data` with the best weights; Test/* scalars at the best epoch, on_test_end.
+
+        The per-user values of the top-k metrics are kept in `self.test_per_user` (recrunner.per_user).
+        """
+        self.test_per_user = {}
+        with per_user.capture_per_user(self, test_data, self.test_per_user):
+            result = dict(self.evaluate(test_data, load_best_model=True, show_progress=show_progress))
         self._log_metrics_to_tensorboard(result, self.best_epoch if self.best_epoch is not None else 0, prefix="Test")
         self.logger.info(set_color("test result", "yellow") + ": \n" + dict2str(result))
         self._call("on_test_end", metrics=result)

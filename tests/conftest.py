@@ -40,22 +40,24 @@ def read_scalars(run_dir: Path) -> dict:
 
 
 def read_hparams(run_dir: Path) -> dict:
-    """The hparams plugin data of a run: hparams, metric tags and status."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    from tensorboard.plugins.hparams import api_pb2, metadata
+    """A run's hparams row (values, status) and the columns TensorBoard shows for its output folder."""
+    from tensorboard.plugins.hparams import metadata
 
-    accumulator = EventAccumulator(str(run_dir))
-    accumulator.Reload()
-    contents = {tag: meta.plugin_data.content for tag, meta in accumulator.summary_metadata.items()
-                if meta.plugin_data.plugin_name == metadata.PLUGIN_NAME}
-    start = metadata.parse_session_start_info_plugin_data(contents[metadata.SESSION_START_INFO_TAG])
-    experiment = metadata.parse_experiment_plugin_data(contents[metadata.EXPERIMENT_TAG])
-    end = contents.get(metadata.SESSION_END_INFO_TAG)
-    return {
-        "hparams": {k: v.WhichOneof("kind") and getattr(v, v.WhichOneof("kind")) for k, v in start.hparams.items()},
-        "metric_tags": [m.name.tag for m in experiment.metric_infos],
-        "status": api_pb2.Status.Name(metadata.parse_session_end_info_plugin_data(end).status) if end else None,
-    }
+    from recrunner.tensorboard import HPARAMS_FILE, read_session
+
+    hparams, status = read_session(run_dir / HPARAMS_FILE)
+    columns, metric_tags = [], []
+    root = next((p for p in run_dir.parents if (p / HPARAMS_FILE).is_file()), None)
+    if root is not None:
+        from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+        for event in EventFileLoader(str(root / HPARAMS_FILE)).Load():
+            for value in event.summary.value:
+                if value.tag == metadata.EXPERIMENT_TAG:
+                    experiment = metadata.parse_experiment_plugin_data(value.metadata.plugin_data.content)
+                    columns = [info.name for info in experiment.hparam_infos]
+                    metric_tags = [m.name.tag for m in experiment.metric_infos]
+    return {"hparams": hparams, "status": status, "columns": columns, "metric_tags": metric_tags}
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from typing import Callable
 from ..errors import ConfigError, RunInterrupted
 from ..experiment import Experiment, Workspace, prepare
 from ..rundir import read_metrics
+from ..tensorboard import write_experiment
 from .executors import InProcess, LocalProcesses, RayCluster
 from .grid import Cell, swept_parameters
 from .record import SweepRecord
@@ -217,6 +218,7 @@ class _Sweep:
         rows = [cell_row(p.cell_id or f"{p.cell.dataset}/{p.cell.model}/(invalid)", p.cell.model, p.cell.dataset,
                          dict(p.cell.params), self.swept, p.run_dir, error=p.error) for p in self.planned]
         _, self.summary.results_md = write_results(self.sweep_dir, rows, self.swept, title=f"Sweep {self.name}")
+        write_experiment(self.workspace.output_dir)
 
     def _progress_line(self, cell_id, result) -> str:
         done = self.summary.counts

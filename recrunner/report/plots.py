@@ -1,0 +1,69 @@
+"""The report's charts (PNG), drawn with matplotlib (pip install 'recrunner[report]')."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+logger = logging.getLogger("recrunner")
+
+
+def write_plots(report, out_dir: Path) -> list[Path]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # files only, no display
+        import matplotlib.pyplot as plt
+    except ImportError:
+        logger.warning("matplotlib is not installed: no charts (pip install 'recrunner[report]')")
+        return []
+    written = [_metric_chart(plt, report, metric, out_dir) for metric in report.metrics]
+    written += [path for dataset in report.datasets if (path := _curves_chart(plt, report, dataset, out_dir))]
+    return written
+
+
+def _metric_chart(plt, report, metric, out_dir):
+    from .build import _cell
+
+    models, datasets = report.models, report.datasets
+    width = 0.8 / max(1, len(models))
+    fig, ax = plt.subplots(figsize=(max(5, 1.6 * len(datasets) + 2), 3.6))
+    for i, model in enumerate(models):
+        cells = [_cell(report, model, d, metric) for d in datasets]
+        xs = [j + (i - (len(models) - 1) / 2) * width for j in range(len(datasets))]
+        means = [c[0] if c[2] else 0 for c in cells]
+        errors = [c[1] if c[2] > 1 else 0 for c in cells]
+        ax.bar(xs, means, width, yerr=errors, capsize=3, label=model)
+    ax.set_xticks(range(len(datasets)), datasets)
+    ax.set_ylabel(f"test {metric}")
+    ax.set_title(f"Test {metric} (mean ± std over seeds; best configuration by validation)")
+    ax.legend(frameon=False, fontsize="small", ncol=min(4, len(models)))
+    ax.spines[["top", "right"]].set_visible(False)
+    fig.tight_layout()
+    path = out_dir / f"test_{metric.replace('@', '_at_')}.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _curves_chart(plt, report, dataset, out_dir):
+    from .build import curves
+
+    lines = curves(report, dataset)
+    if not lines:
+        return None
+    metric = next(iter(report.chosen.get((m, dataset), [{}])[0].get("valid_metric", "score")
+                       for m in report.models if report.chosen.get((m, dataset))), "score")
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for model, points in lines.items():
+        ax.plot([e for e, _ in points], [v for _, v in points], marker="o", markersize=3, label=model)
+    ax.set_xlabel("epoch (-1: before training)")
+    ax.set_ylabel(f"validation {metric}")
+    ax.set_title(f"Validation curves on {dataset} (mean over seeds)")
+    ax.legend(frameon=False, fontsize="small")
+    ax.spines[["top", "right"]].set_visible(False)
+    fig.tight_layout()
+    path = out_dir / f"valid_{dataset}.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

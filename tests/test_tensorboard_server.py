@@ -1,0 +1,100 @@
+"""A real `tensorboard --logdir <sweep>` on a loopback port: its HParams data over HTTP, and in Chromium."""
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+import yaml
+
+from recrunner.cli import main
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def served_sweep(workspace, tmp_path, capsys):
+    grid = tmp_path / "served.yaml"
+    grid.write_text(yaml.safe_dump({
+        "name": "served", "models": ["BPR", "SASRec"], "datasets": ["ml-100k"], "seeds": [2020, 2021],
+        "model_params": {"BPR": {"embedding_size": 8},
+                         "SASRec": {"hidden_size": 16, "inner_size": 32, "n_layers": 1, "n_heads": 1}},
+        "fixed": {"epochs": 1, "MAX_ITEM_LIST_LENGTH": 10, "train_batch_size": 2048,
+                  "user_inter_num_interval": "[10,60]"},
+    }))
+    assert main(["--grid", str(grid), "--output", str(workspace.output_dir), "--data-path", str(workspace.data_path),
+                 "--config-dir", str(workspace.config_dir), "--quiet"]) == 0
+    capsys.readouterr()
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", str(workspace.output_dir),
+                               "--host", "127.0.0.1", "--port", str(port), "--reload_interval", "0"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(url + "/data/plugins_listing", timeout=2).read()
+            break
+        except OSError:
+            if server.poll() is not None:
+                pytest.fail(f"tensorboard exited: {server.stderr.read()[-2000:]}")
+            time.sleep(0.5)
+    yield url
+    server.terminate()
+    server.wait(timeout=30)
+
+
+def _post(url, payload):
+    request = urllib.request.Request(url, data=json.dumps(payload).encode(), headers={
+        "Content-Type": "application/json", "X-TensorBoard-Feature-Flags": "{}", "X-XSRF-Protected": "1"})
+    return json.loads(urllib.request.urlopen(request, timeout=60).read())
+
+
+def test_the_server_gives_the_dashboard_every_run_and_column(served_sweep):
+    experiment = _post(served_sweep + "/data/plugin/hparams/experiment", {"experimentName": ""})
+    columns = {info["name"] for info in experiment["hparamInfos"]}
+    assert {"model", "status", "seed", "embedding_size", "hidden_size", "n_layers"} <= columns
+    assert {"Best_Valid/ndcg@10", "Test/ndcg@10"} <= {m["name"]["tag"] for m in experiment["metricInfos"]}
+    groups = _post(served_sweep + "/data/plugin/hparams/session_groups", {
+        "experimentName": "", "startIndex": 0, "sliceSize": 100, "aggregationType": "AGGREGATION_AVG",
+        "allowedStatuses": ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"],
+        "colParams": []})
+    names = sorted(s["name"] for g in groups["sessionGroups"] for s in g["sessions"])
+    assert len(names) == 4 and all(n.startswith("served/ml-100k/") for n in names)
+
+
+def _chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome", "headless_shell"):
+        if shutil.which(name):
+            return shutil.which(name)
+    try:
+        from playwright.sync_api import sync_playwright  # noqa: F401
+    except ImportError:
+        return None
+    return "playwright"
+
+
+@pytest.mark.skipif(_chromium() != "playwright",
+                    reason="no Chromium driven by Playwright here (pip install playwright && playwright install "
+                           "chromium); this machine has neither the package nor a browser, and no network to get them")
+def test_the_hparams_dashboard_shows_the_sweep_in_headless_chromium(served_sweep, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch()
+        page = browser.new_page(viewport={"width": 1600, "height": 900})
+        page.goto(served_sweep + "/#hparams", wait_until="networkidle")
+        page.wait_for_timeout(3000)
+        text = page.locator("body").inner_text()
+        page.screenshot(path=str(tmp_path / "hparams.png"), full_page=True)
+        browser.close()
+    for expected in ("model", "embedding_size", "hidden_size", "Test/ndcg@10", "BPR", "SASRec"):
+        assert expected in text, expected
