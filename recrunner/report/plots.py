@@ -36,7 +36,7 @@ def _metric_chart(plt, report, metric, out_dir):
         ax.bar(xs, means, width, yerr=errors, capsize=3, label=model)
     ax.set_xticks(range(len(datasets)), datasets)
     ax.set_ylabel(f"test {metric}")
-    ax.set_title(f"Test {metric} (mean ± std over seeds; best configuration by validation)")
+    ax.set_title(f"Test {metric}\nmean ± std over seeds, best configuration by validation", fontsize=10)
     ax.legend(frameon=False, fontsize="small", ncol=min(4, len(models)))
     ax.spines[["top", "right"]].set_visible(False)
     fig.tight_layout()
@@ -57,6 +57,9 @@ def _curves_chart(plt, report, dataset, out_dir):
     fig, ax = plt.subplots(figsize=(6, 3.6))
     for model, points in lines.items():
         ax.plot([e for e, _ in points], [v for _, v in points], marker="o", markersize=3, label=model)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("epoch (-1: before training)")
     ax.set_ylabel(f"validation {metric}")
     ax.set_title(f"Validation curves on {dataset} (mean over seeds)")
