@@ -388,9 +388,15 @@ def _plain_score(score):
 
 
 def default_hparams(config) -> dict:
-    """The run's identifying parameters, as RecBole's _add_hparam_to_tensorboard chooses them."""
+    """The run's identifying parameters, as RecBole's _add_hparam_to_tensorboard chooses them.
+
+    RecBole's general settings, the ones it derives (MODEL_TYPE, ...) and recrunner's own keys stay
+    out unless the run sets them (prepare adds every parameter a run sets).
+    """
+    from .config import RECBOLE_DERIVED_KEYS, RECRUNNER_KEYS
+
     general = {p for group in config.parameters.values() for p in group}
-    general |= {"model", "dataset", "config_files", "device"}
+    general |= {"model", "dataset", "config_files", "device"} | RECBOLE_DERIVED_KEYS | RECRUNNER_KEYS
     hparams = {
         "model": config["model"], "dataset": config["dataset"], "seed": config["seed"],
         "learner": config["learner"], "learning_rate": config["learning_rate"],
