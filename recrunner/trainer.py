@@ -402,5 +402,5 @@ def default_hparams(config) -> dict:
         "learner": config["learner"], "learning_rate": config["learning_rate"],
         "train_batch_size": config["train_batch_size"],
     }
-    hparams.update({k: v for k, v in config.final_config_dict.items() if k not in general})
+    hparams.update({k: v for k, v in config.final_config_dict.items() if k not in general and v is not None})
     return hparams

@@ -217,8 +217,22 @@ class _Sweep:
     def _write_tables(self):
         rows = [cell_row(p.cell_id or f"{p.cell.dataset}/{p.cell.model}/(invalid)", p.cell.model, p.cell.dataset,
                          dict(p.cell.params), self.swept, p.run_dir, error=p.error) for p in self.planned]
+        rows += self._earlier_rows()
         _, self.summary.results_md = write_results(self.sweep_dir, rows, self.swept, title=f"Sweep {self.name}")
         write_experiment(self.workspace.output_dir)
+
+    def _earlier_rows(self) -> list[dict]:
+        """Runs in this sweep folder from earlier commands with other cells: their rows stay."""
+        planned = {p.run_dir for p in self.planned if p.run_dir is not None}
+        rows = []
+        for path in sorted(self.sweep_dir.glob("*/*/*/metrics.json")):
+            if path.parent in planned:
+                continue
+            metrics = read_metrics(path) or {}
+            cell_id = "/".join(path.parent.parts[-3:])
+            rows.append(cell_row(cell_id, metrics.get("model"), metrics.get("dataset"), metrics.get("params") or {},
+                                 self.swept, path.parent))
+        return rows
 
     def _progress_line(self, cell_id, result) -> str:
         done = self.summary.counts
