@@ -17,15 +17,14 @@ The files are pickles written by recrunner into its own output folder; delete `.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import functools
 import hashlib
 import json
 import logging
-import os
 import pickle
 from pathlib import Path
+
+from .rundir import atomic_file, file_lock
 
 logger = logging.getLogger("recrunner")
 
@@ -40,7 +39,7 @@ def load_data(config, cache_dir: Path | None):
         return data_preparation(config, create_dataset(config))
     path = Path(cache_dir) / f"{config['dataset']}-{data_key(config)[:16]}.pkl"
     path.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(path.with_suffix(".lock")):
+    with file_lock(path.with_suffix(".lock")):
         entry = _read(path)
         if entry is None:
             dataset = create_dataset(config)
@@ -105,16 +104,6 @@ def _file_digest(path: str, size: int, mtime_ns: int) -> tuple[int, str]:
     return size, digest.hexdigest()
 
 
-@contextlib.contextmanager
-def _locked(lock_path: Path):
-    with open(lock_path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def _read(path: Path):
     if not path.exists():
         return None
@@ -127,9 +116,5 @@ def _read(path: Path):
 
 
 def _write(entry, path: Path) -> None:
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
+    with atomic_file(path) as f:
         pickle.dump(entry, f, protocol=pickle.HIGHEST_PROTOCOL)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)

@@ -188,10 +188,10 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
         logger.warning(error)
         raise RunInterrupted(f"{config['model']} on {config['dataset']} interrupted; the same command resumes it")
     except RecrunnerError as exc:  # a failure recrunner understood: its message says it all
-        error = _one_line(exc)
+        error = one_line(exc)
         logger.error(f"run failed: {error}")
     except Exception as exc:  # a failing run is recorded, never lost; the sweep goes on
-        error = _one_line(exc)
+        error = one_line(exc)
         logger.exception(f"run failed: {error}")
     finally:
         _record_outcome(metrics, trainer, status, error)
@@ -288,7 +288,8 @@ def _clear_run(paths: RunPaths) -> None:
         shutil.rmtree(paths.run_dir)
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
+    """`Type: first line of the message`, how a failed run's reason is recorded (pure)."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 

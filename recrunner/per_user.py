@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .rundir import atomic_file
+
 
 @contextlib.contextmanager
 def capture_per_user(trainer, eval_data, sink: dict):
@@ -60,9 +62,8 @@ def per_user_metrics(struct, config) -> dict:
 
 def save(path: Path, values: dict) -> None:
     if values:
-        tmp = Path(path).with_suffix(".tmp.npz")
-        np.savez_compressed(tmp, **values)
-        tmp.replace(path)
+        with atomic_file(path) as handle:
+            np.savez_compressed(handle, **values)
 
 
 def load(path: Path) -> dict:

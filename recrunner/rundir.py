@@ -6,6 +6,7 @@ runs/<sweep>/<dataset>/<model>/<run_id>/
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -103,13 +104,39 @@ def run_paths(output_dir: Path, sweep: str, dataset: str, model: str, run_id: st
     return RunPaths(Path(output_dir) / sweep / dataset / model / run_id)
 
 
+@contextlib.contextmanager
+def atomic_file(path: Path, mode: str = "wb"):
+    """A handle whose content replaces `path` whole when the block ends (tmp, fsync, rename);
+    a kill at any instant leaves the old file or the new one. Per-process tmp name."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
+    with atomic_file(path, "w") as handle:
         handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def file_lock(lock_path: Path):
+    """An exclusive lock held for the block, shared by every process that uses the same file."""
+    import fcntl
+
+    Path(lock_path).parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def read_metrics(path: Path) -> dict | None:

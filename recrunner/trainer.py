@@ -24,6 +24,7 @@ from recbole.utils import dict2str, set_color
 from . import checkpoint, compat, per_user
 from .accumulation import GradientAccumulator, accumulation_steps
 from .callbacks import CallbackHandler, TrainerControl, default_callbacks, improved, with_defaults
+from .callbacks.base import total_loss
 from .errors import CheckpointError, TrainingFailed
 from .tensorboard import RunWriter
 
@@ -140,7 +141,7 @@ class CustomTrainer(Trainer):
         start = time()
         self.tensorboard.add_scalar("Train/LR", self.optimizer.param_groups[0]["lr"], epoch_idx)
         train_loss = self._train_epoch_to_first_non_finite(train_data, epoch_idx, show_progress)
-        self.train_loss_dict[epoch_idx] = sum(train_loss) if isinstance(train_loss, tuple) else train_loss
+        self.train_loss_dict[epoch_idx] = total_loss(train_loss)
         if verbose:
             self.logger.info(self._generate_train_loss_output(epoch_idx, start, time(), train_loss))
         self._add_train_loss_to_tensorboard(epoch_idx, train_loss)

@@ -28,6 +28,11 @@ EVENTS = (
 )
 
 
+def total_loss(losses):
+    """An epoch's loss: RecBole gives a float, or a tuple of parts for multi-part losses (pure)."""
+    return sum(losses) if isinstance(losses, tuple) else losses
+
+
 @dataclass
 class TrainerControl:
     """Requests from callbacks; the trainer acts on them and resets `should_save`.

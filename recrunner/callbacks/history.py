@@ -10,12 +10,12 @@ epochs it is about to train again, so every epoch appears once, as in TensorBoar
 from __future__ import annotations
 
 import json
-import os
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .base import Callback
+from ..rundir import write_text_atomic
+from .base import Callback, total_loss
 
 
 class HistoryWriter(Callback):
@@ -38,7 +38,7 @@ class HistoryWriter(Callback):
 
     def on_train_epoch_end(self, trainer, control, losses):
         parts = [float(v) for v in losses] if isinstance(losses, tuple) else None
-        self._row.update(loss=sum(parts) if parts else float(losses), losses=parts)
+        self._row.update(loss=float(total_loss(losses)), losses=parts)
 
     def on_validation_end(self, trainer, control, metrics, score):
         self._row.update(score=float(score), valid=_floats(metrics))
@@ -57,9 +57,7 @@ class HistoryWriter(Callback):
             return
         kept = [line for line in self.path.read_text(encoding="utf-8").splitlines()
                 if _complete(line) and json.loads(line)["epoch"] < epoch]
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-        os.replace(tmp, self.path)
+        write_text_atomic(self.path, "".join(line + "\n" for line in kept))
 
 
 def _floats(metrics) -> dict:

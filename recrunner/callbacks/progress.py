@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import sys
 
-from .base import Callback
+from .base import Callback, total_loss
 
 
 class ProgressBar(Callback):
@@ -38,8 +38,7 @@ class ProgressBar(Callback):
 
     def on_train_epoch_end(self, trainer, control, losses):
         if self.bar is not None:
-            loss = sum(losses) if isinstance(losses, tuple) else losses
-            self.bar.set_postfix(self._postfix(trainer, loss=f"{loss:.4g}"), refresh=False)
+            self.bar.set_postfix(self._postfix(trainer, loss=f"{total_loss(losses):.4g}"), refresh=False)
 
     def on_validation_end(self, trainer, control, metrics, score):
         if self.bar is not None:

@@ -15,7 +15,7 @@ import importlib
 import re
 
 from ..errors import ConfigError
-from .base import Callback
+from .base import Callback, total_loss
 
 TRACKERS = ("wandb", "mlflow")
 
@@ -43,8 +43,7 @@ class _Tracker(Callback):
         self.start(trainer, {k: _param(v) for k, v in trainer.hparams.items()})
 
     def on_train_epoch_end(self, trainer, control, losses):
-        loss = sum(losses) if isinstance(losses, tuple) else losses
-        self.log({"Train/Loss": float(loss), "Train/LR": trainer.optimizer.param_groups[0]["lr"]}, trainer.epoch)
+        self.log({"Train/Loss": float(total_loss(losses)), "Train/LR": trainer.optimizer.param_groups[0]["lr"]}, trainer.epoch)
 
     def on_validation_end(self, trainer, control, metrics, score):
         self.log({**{f"Valid/{k}": float(v) for k, v in metrics.items()}, "Valid/score": float(score)}, trainer.epoch)

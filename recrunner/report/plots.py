@@ -37,13 +37,7 @@ def _metric_chart(plt, report, metric, out_dir):
     ax.set_xticks(range(len(datasets)), datasets)
     ax.set_ylabel(f"test {metric}")
     ax.set_title(f"Test {metric}\nmean ± std over seeds, best configuration by validation", fontsize=10)
-    ax.legend(frameon=False, fontsize="small", ncol=min(4, len(models)))
-    ax.spines[["top", "right"]].set_visible(False)
-    fig.tight_layout()
-    path = out_dir / f"test_{metric.replace('@', '_at_')}.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, ax, out_dir / f"test_{metric.replace('@', '_at_')}.png", ncol=min(4, len(models)))
 
 
 def _curves_chart(plt, report, dataset, out_dir):
@@ -52,8 +46,8 @@ def _curves_chart(plt, report, dataset, out_dir):
     lines = curves(report, dataset)
     if not lines:
         return None
-    metric = next(iter(report.chosen.get((m, dataset), [{}])[0].get("valid_metric", "score")
-                       for m in report.models if report.chosen.get((m, dataset))), "score")
+    metric = next((runs[0]["valid_metric"] for m in report.models if (runs := report.chosen.get((m, dataset)))),
+                  "score")
     fig, ax = plt.subplots(figsize=(6, 3.6))
     for model, points in lines.items():
         ax.plot([e for e, _ in points], [v for _, v in points], marker="o", markersize=3, label=model)
@@ -63,10 +57,14 @@ def _curves_chart(plt, report, dataset, out_dir):
     ax.set_xlabel("epoch (-1: before training)")
     ax.set_ylabel(f"validation {metric}")
     ax.set_title(f"Validation curves on {dataset} (mean over seeds)")
-    ax.legend(frameon=False, fontsize="small")
+    return _save(plt, fig, ax, out_dir / f"valid_{dataset}.png")
+
+
+def _save(plt, fig, ax, path: Path, ncol: int = 1) -> Path:
+    """The charts' common finish: legend, no top/right frame, tight layout, 120 dpi PNG."""
+    ax.legend(frameon=False, fontsize="small", ncol=ncol)
     ax.spines[["top", "right"]].set_visible(False)
     fig.tight_layout()
-    path = out_dir / f"valid_{dataset}.png"
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path

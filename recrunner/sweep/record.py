@@ -11,14 +11,14 @@ sweep processes on the same folder never run the same cell.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..rundir import file_lock
 
 STATES = ("pending", "running", "ok", "failed", "interrupted")
 
@@ -127,19 +127,9 @@ class SweepRecord:
         finally:
             os.close(fd)
 
-    @contextlib.contextmanager
-    def locked(self):
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path.with_suffix(".lock"), "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
-
     def claim(self, cell: str, *, stale_after: float, retries: int) -> str:
         """Mark `cell` running for this owner if `decide` allows; returns the decision."""
-        with self.locked():
+        with file_lock(self.path.with_suffix(".lock")):
             state = self.states().get(cell, CellState())
             decision = decide(state, now=time.time(), stale_after=stale_after, retries=retries,
                               owner_alive=owner_alive)

@@ -12,8 +12,8 @@ import signal
 import time
 from dataclasses import dataclass, replace
 
-from ..errors import RecrunnerError, RunInterrupted
-from ..experiment import Experiment, Workspace, run_experiment
+from ..errors import RunInterrupted
+from ..experiment import Experiment, Workspace, one_line, run_experiment
 
 
 @dataclass(frozen=True)
@@ -39,10 +39,8 @@ def run_task(task: Task) -> dict:
                    "best_epoch": result.best_epoch, "test": result.test, "run_dir": str(result.run_dir)}
     except RunInterrupted as exc:
         outcome = {"status": "interrupted", "error": str(exc)}
-    except RecrunnerError as exc:
-        outcome = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
     except Exception as exc:  # noqa: BLE001 - a cell's failure must not end the sweep
-        outcome = {"status": "failed", "error": f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"}
+        outcome = {"status": "failed", "error": one_line(exc)}
     outcome.setdefault("skipped", False)
     outcome["seconds"] = round(time.perf_counter() - started, 3)
     return outcome
