@@ -112,11 +112,25 @@ def test_a_bad_schedule_setting_is_one_clear_error(workspace):
 
 
 # ---------------------------------------------------------------- history file
+class _InterruptAtEpochEnd(Callback):
+    """Stops after the history line of `epoch` is written but before its last.pth is."""
+    order = 99
+
+    def __init__(self, epoch):
+        self.epoch = epoch
+
+    def on_epoch_end(self, trainer, control):
+        if trainer.epoch == self.epoch:
+            raise RunInterrupted("test interruption")
+
+
 def test_history_has_one_line_per_epoch_and_none_twice_after_a_resume(workspace):
     params = {**TINY_SASREC, "epochs": 3}
     with pytest.raises(RunInterrupted):
         run_experiment(Experiment("SASRec", "ml-100k", params), workspace, console=False,
-                       callbacks=[_InterruptAfterEpoch(1)])
+                       callbacks=[_InterruptAtEpochEnd(1)])
+    history = next(workspace.output_dir.rglob("history.jsonl"))
+    assert [row["epoch"] for row in read_history(history)] == [-1, 0, 1]  # epoch 1 will be trained again
     result = run_experiment(Experiment("SASRec", "ml-100k", params), workspace, console=False)
 
     rows = read_history(result.run_dir / "history.jsonl")
