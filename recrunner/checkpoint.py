@@ -12,9 +12,7 @@ those.
 from __future__ import annotations
 
 import enum
-import os
 import random
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +20,7 @@ import numpy as np
 import torch
 
 from .errors import CheckpointError
+from .rundir import atomic_file
 
 FORMAT_VERSION = 1
 
@@ -72,37 +71,16 @@ def save_atomic(state: dict, path: Path) -> None:
     """Write `state` so that a kill at any instant leaves the old file or the new one, whole.
 
     Only plain data is written (check_plain), so every checkpoint opens with weights_only=True.
-    Temporary file in the same folder, flush + fsync, os.replace, then fsync of the folder.
+    Written through `rundir.atomic_file` (tmp, fsync, rename, fsync of the folder).
     An OSError (disk full, permissions) leaves the previous file untouched and is re-raised as
     a CheckpointError.
     """
-    path = Path(path)
     check_plain(state)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as handle:
+        with atomic_file(path) as handle:
             torch.save(state, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
     except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
         raise CheckpointError(f"cannot write checkpoint {path}: {exc.strerror or exc}") from exc
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def load(path: Path, map_location="cpu") -> dict:

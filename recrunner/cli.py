@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .config import load_yaml, parse_set_options
-from .errors import ConfigError, RecrunnerError, RunInterrupted
+from .errors import ConfigError, RecrunnerError, RunInterrupted, one_line
 
 USAGE_ERROR = 2
 
@@ -124,6 +124,12 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("recrunner: interrupted; run the same command again to resume", file=sys.stderr)
         return RunInterrupted.exit_code
+    except Exception as exc:  # a disk, a permission, or a bug: one line, finished work stays on disk
+        if debug:
+            raise
+        print(f"recrunner: error: {one_line(exc)}; finished runs are kept on disk. Run the same command "
+              "again to continue, or add --debug to see the traceback", file=sys.stderr)
+        return 1
 
 
 def _main(args) -> int:

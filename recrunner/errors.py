@@ -38,3 +38,9 @@ class TrainingFailed(RecrunnerError):
 
 class RunInterrupted(RecrunnerError):
     exit_code = 130
+
+
+def one_line(exc: BaseException) -> str:
+    """`Type: first line of the message`, how a failed run's reason is recorded (pure)."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")

@@ -26,7 +26,7 @@ from .checkpoint import to_plain
 from .config import RECRUNNER_DEFAULTS, check_overrides, check_valid_metric, layered_params, setting
 from .data import resolve_data_path
 from .datacache import load_data
-from .errors import CheckpointError, ConfigError, RecrunnerError, RunInterrupted
+from .errors import CheckpointError, ConfigError, RecrunnerError, RunInterrupted, one_line
 from .models import resolve_model, trainer_class_for
 from .rundir import RunPaths, fingerprint, make_run_id, read_metrics, run_paths, write_config, write_metrics
 from .runlog import run_logging
@@ -286,12 +286,6 @@ def _clear_run(paths: RunPaths) -> None:
 
     if paths.run_dir.exists():
         shutil.rmtree(paths.run_dir)
-
-
-def one_line(exc: BaseException) -> str:
-    """`Type: first line of the message`, how a failed run's reason is recorded (pure)."""
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
 def _now() -> str:

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -107,17 +108,35 @@ def run_paths(output_dir: Path, sweep: str, dataset: str, model: str, run_id: st
 @contextlib.contextmanager
 def atomic_file(path: Path, mode: str = "wb"):
     """A handle whose content replaces `path` whole when the block ends (tmp, fsync, rename);
-    a kill at any instant leaves the old file or the new one. Per-process tmp name."""
+    a kill or a power cut at any instant leaves the old file or the new one.
+
+    The tmp name is unique per writer (pid and a random token: processes of a sweep, or hosts of
+    a Ray cluster, may write the same file at once) and carries nothing of `path`'s name, so
+    TensorBoard, which reads every file with "tfevents" in its name, never reads a partial one.
+    """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".partial-{os.getpid()}-{secrets.token_hex(4)}")
     try:
         with open(tmp, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+        _fsync_dir(path.parent)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename durable (POSIX); a no-op where folders cannot be opened."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def write_text_atomic(path: Path, text: str) -> None:

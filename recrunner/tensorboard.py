@@ -13,6 +13,8 @@ import math
 from pathlib import Path
 from typing import Mapping
 
+from .rundir import atomic_file, file_lock, fingerprint
+
 STATUS = {"ok": "STATUS_SUCCESS", "failed": "STATUS_FAILURE", "interrupted": "STATUS_FAILURE",
           "running": "STATUS_RUNNING"}
 
@@ -39,7 +41,6 @@ def _plugin_summary(tag, **content):
 
 def session_group(hparams: Mapping) -> str:
     """Runs that differ only by seed share a group, which TensorBoard aggregates (pure)."""
-    from .rundir import fingerprint
 
     return fingerprint({k: str(v) for k, v in hparams.items() if k not in ("seed", "status")})
 
@@ -121,7 +122,7 @@ def read_session(path: Path) -> tuple[dict, str | None]:
     return hparams, status
 
 
-def write_experiment(logdir: Path) -> Path | None:
+def _write_experiment(logdir: Path) -> Path | None:
     """Columns for every run under `logdir` (`tensorboard --logdir <logdir>`), rewritten whole.
 
     Hparams come from each run's session file, metric columns from its metrics.json
@@ -151,27 +152,30 @@ def write_experiment(logdir: Path) -> Path | None:
     return target
 
 
+def write_experiment(logdir: Path) -> Path | None:
+    """`_write_experiment` under a lock shared by every process writing into `logdir`: the scan
+    and the write of one writer never interleave with another's, so the last file written holds
+    the columns of every run finished before it (and concurrent writers never collide)."""
+    with file_lock(Path(logdir) / ".hparams.lock"):
+        return _write_experiment(logdir)
+
+
 HPARAMS_FILE = "events.out.tfevents.0000000000.hparams"
 
 
 def write_event_file(path: Path, summaries) -> None:
     """Write `summaries` as a complete event file, atomically (replacing any previous one)."""
-    import os
     import time
 
     from tensorboard.compat.proto.event_pb2 import Event
     from tensorboard.summary.writer.record_writer import RecordWriter
 
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as handle:
+    with atomic_file(path) as handle:
         records = RecordWriter(handle)
         now = time.time()
         records.write(Event(wall_time=now, file_version="brain.Event:2").SerializeToString())
         for summary in summaries:
             records.write(Event(wall_time=now, step=0, summary=summary).SerializeToString())
-        records.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
 
 
 class RunWriter:

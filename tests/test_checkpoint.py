@@ -17,7 +17,7 @@ def test_saved_checkpoints_open_with_weights_only(tmp_path):
     path = tmp_path / "last.pth"
     checkpoint.save_atomic(_state(), path)
     assert torch.load(path, weights_only=True)["w"].item() == 1.0
-    assert not list(tmp_path.glob("*.tmp"))
+    assert [p.name for p in tmp_path.iterdir()] == ["last.pth"]  # no tmp file left behind
 
 
 def test_state_that_needs_unpickling_is_refused_before_writing(tmp_path):
@@ -37,7 +37,7 @@ def test_a_failed_write_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     with pytest.raises(CheckpointError, match="No space left on device"):
         checkpoint.save_atomic(_state(2.0), path)
     assert checkpoint.load(path)["w"].item() == 1.0
-    assert not list(tmp_path.glob(".*.tmp"))
+    assert [p.name for p in tmp_path.iterdir()] == ["last.pth"]
 
 
 def test_garbage_and_truncated_files_are_one_line_errors(tmp_path):

@@ -1,5 +1,6 @@
 """The command line: every bad input is one clear line and exit code 2, no traceback."""
 
+import json
 import subprocess
 import sys
 
@@ -7,7 +8,7 @@ import pytest
 
 from recrunner.cli import main
 
-from .conftest import REPO
+from .conftest import REPO, TINY_BPR
 
 
 def _run(capsys, argv):
@@ -102,3 +103,27 @@ def test_a_known_dataset_is_a_clear_error_when_its_server_cannot_be_reached(base
     code, _, err = _run(capsys, base_args + ["--dataset", "yelp"])
     assert code == 2
     assert "dataset 'yelp' not found (RecBole knows it, but its server cannot be reached)" in err
+
+
+def test_an_unexpected_error_is_one_line_and_exit_code_1_and_keeps_the_finished_run(base_args, tmp_path,
+                                                                                       monkeypatch, capsys):
+    import recrunner.sweep.runner
+
+    write_results = recrunner.sweep.runner.write_results
+
+    def disk_full_once_a_run_is_done(sweep_dir, *args, **kwargs):
+        if list(sweep_dir.rglob("metrics.json")):
+            raise OSError(28, "No space left on device")
+        return write_results(sweep_dir, *args, **kwargs)
+
+    monkeypatch.setattr(recrunner.sweep.runner, "write_results", disk_full_once_a_run_is_done)
+    argv = base_args + ["--model", "BPR", "--dataset", "ml-100k", "--set", *[f"{k}={v}" for k, v in TINY_BPR.items()]]
+    code, _, err = _run(capsys, argv)
+    assert code == 1
+    last = err.splitlines()[-1]  # after the run's own log lines
+    assert "Traceback" not in err and last.startswith("recrunner: error: ")
+    assert "OSError: [Errno 28] No space left on device; finished runs are kept" in last and "--debug" in last
+    (metrics,) = (tmp_path / "runs").rglob("metrics.json")
+    assert json.loads(metrics.read_text())["status"] == "ok"
+    with pytest.raises(OSError):
+        main(argv + ["--debug"])

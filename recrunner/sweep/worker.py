@@ -13,7 +13,8 @@ import time
 from dataclasses import dataclass, replace
 
 from ..errors import RunInterrupted
-from ..experiment import Experiment, Workspace, one_line, run_experiment
+from ..errors import one_line
+from ..experiment import Experiment, Workspace, run_experiment
 
 
 @dataclass(frozen=True)
