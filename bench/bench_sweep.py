@@ -8,7 +8,7 @@ The same 8 cells (2 models x 2 datasets x 2 learning rates) run
 Both score the test set with the best checkpoint; the script checks that every cell's test
 metrics agree, then prints both wall times and their ratio.
 
-    python bench/bench_sweep.py [--data-path ../shared/datasets] [--epochs 2]
+    python bench/bench_sweep.py [--profile small|medium] [--data-path ../shared/datasets] [--epochs N]
 """
 
 import argparse
@@ -27,18 +27,15 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 DATASETS = ["ml-1m", "Amazon_Beauty"]
 LEARNING_RATES = [0.001, 0.003]
-# general: BPR and NeuMF on the whole datasets, 2 epochs.
-# small: the whole datasets, tiny sequential models, one epoch (slow here: CE over every item).
-# medium: light users only (5-50 interactions), 32-dim models: training dominates each cell.
+# small: heavy users only (20-50 interactions; a few thousand users), 16-dim models: cells of a few
+#        seconds, where building the dataset is most of a cell, as in a quick tuning sweep.
+# medium: light users too (5-50 interactions), 32-dim models: training dominates each cell.
 PROFILES = {
-    "general": {  # collaborative filtering on the whole datasets: preprocessing is a third of a cell
-        "models": {"BPR": {"embedding_size": 64}, "NeuMF": {"mf_embedding_size": 32, "mlp_embedding_size": 32}},
-        "fixed": {"train_batch_size": 4096, "epochs": 2},
-    },
     "small": {
         "models": {"SASRec": {"hidden_size": 16, "inner_size": 32, "n_layers": 1, "n_heads": 1},
                    "GRU4Rec": {"embedding_size": 16, "hidden_size": 16}},
-        "fixed": {"MAX_ITEM_LIST_LENGTH": 50, "train_batch_size": 4096},
+        "fixed": {"MAX_ITEM_LIST_LENGTH": 20, "train_batch_size": 2048, "user_inter_num_interval": "[20,50]",
+                  "epochs": 2},
     },
     "medium": {
         "models": {"SASRec": {"hidden_size": 32, "inner_size": 64, "n_layers": 1, "n_heads": 1},
@@ -49,7 +46,7 @@ PROFILES = {
 
 
 def fixed(epochs, profile):
-    return {"epochs": epochs, "eval_batch_size": 4096, "stopping_step": 1000, **PROFILES[profile]["fixed"]}
+    return {"eval_batch_size": 4096, "stopping_step": 1000, **PROFILES[profile]["fixed"], "epochs": epochs}
 
 
 def dataset_settings(dataset):
@@ -122,7 +119,7 @@ def main():
     parser.add_argument("--data-path", type=Path, default=REPO.parent / "shared" / "datasets")
     parser.add_argument("--epochs", type=int, default=None, help="default: the profile's")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--profile", choices=sorted(PROFILES), default="medium")
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="small")
     parser.add_argument("--keep", type=Path, default=None, help="keep both work folders under this folder")
     args = parser.parse_args()
     data_path = args.data_path.resolve()

@@ -1,13 +1,31 @@
-"""recrunner: run RecBole experiments with an exact loop, full TensorBoard, checkpoints and resume."""
+"""recrunner: run RecBole experiments with an exact loop, full TensorBoard, checkpoints and resume.
+
+The public names below are imported on first use (PEP 562), so that `recrunner.cli` can start a
+sweep's worker server before torch and RecBole are imported (about 3 s).
+"""
+
+import importlib
 
 __version__ = "0.1.0"
 
-from .errors import CheckpointError, ConfigError, DatasetNotFoundError, RecrunnerError, RunInterrupted  # noqa: E402
-from .experiment import Experiment, RunResult, Workspace, prepare, run_experiment  # noqa: E402
-from .trainer import CustomTrainer  # noqa: E402
-from .callbacks import Callback, TrainerControl  # noqa: E402
+_PUBLIC = {
+    "CheckpointError": "errors", "ConfigError": "errors", "DatasetNotFoundError": "errors",
+    "RecrunnerError": "errors", "RunInterrupted": "errors",
+    "Experiment": "experiment", "RunResult": "experiment", "Workspace": "experiment", "prepare": "experiment",
+    "run_experiment": "experiment",
+    "CustomTrainer": "trainer",
+    "Callback": "callbacks", "TrainerControl": "callbacks",
+}
+__all__ = sorted(_PUBLIC)
 
-__all__ = [
-    "Callback", "CheckpointError", "ConfigError", "CustomTrainer", "DatasetNotFoundError", "Experiment",
-    "RecrunnerError", "RunInterrupted", "RunResult", "TrainerControl", "Workspace", "prepare", "run_experiment",
-]
+
+def __getattr__(name):
+    if name in _PUBLIC:
+        value = getattr(importlib.import_module(f".{_PUBLIC[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'recrunner' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + __all__)

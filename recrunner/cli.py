@@ -13,6 +13,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from . import forkserver
 from .config import load_yaml, parse_set_options
 from .errors import ConfigError, RecrunnerError, RunInterrupted, one_line
 
@@ -133,6 +134,8 @@ def main(argv=None) -> int:
 
 
 def _main(args) -> int:
+    if not args.dry_run and args.backend == "local" and (args.workers > 1 or args.gpus):
+        forkserver.start()  # first: it imports torch and RecBole while this process does the same
     from .experiment import Workspace
     from .sweep import Grid, expand, load_grid, plan
 

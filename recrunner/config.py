@@ -33,6 +33,7 @@ RECRUNNER_DEFAULTS: dict[str, Any] = {
     "early_stop_metric": None,          # metric watched by early stopping; None: valid_metric
     "early_stop_min_delta": 0.0,        # smallest change that counts as an improvement
     "nan_guard": True,                  # a non-finite loss or score fails the run with its reason
+    "detect_anomaly": False,            # torch's autograd anomaly detection (RecBole turns it on; slow)
     "progress_bar": True,               # a tqdm bar over epochs, shown only on a terminal
     "lr_scheduler": None,               # constant | step | cosine | plateau; None: RecBole's fixed rate
     "lr_warmup": 0,                     # linear warmup length, in lr_interval units

@@ -146,7 +146,7 @@ def run_experiment(experiment: Experiment, workspace: Workspace, *, restart: boo
 
 
 def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_state, callbacks) -> RunResult:
-    from recbole.utils import get_model, init_seed
+    from recbole.utils import init_seed
 
     config, paths = prepared.config, prepared.paths
     metrics = _initial_metrics(prepared)
@@ -167,7 +167,8 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
         train_data, valid_data, test_data = load_data(config, cache_dir)
         metrics["data_seconds"] = round(time.perf_counter() - started, 3)
         init_seed(config["seed"], config["reproducibility"])
-        model = get_model(config["model"])(config, train_data._dataset).to(config["device"])
+        model_class = compat.model_class(config["model"], detect_anomaly=setting(config, "detect_anomaly"))
+        model = model_class(config, train_data._dataset).to(config["device"])
         logger.info(model, extra={"file_only": True})
         callbacks = with_defaults(default_callbacks(config, paths.run_dir), callbacks)
         trainer = prepared.trainer_class(config, model, writer=writer, callbacks=callbacks, hparams=prepared.hparams)

@@ -1,10 +1,15 @@
 """Each dependency pin of pyproject.toml has a test here that fails without it."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
 from recrunner import compat
 from recrunner.errors import EnvironmentProblem
+
+from .conftest import TINY_BPR
 
 
 def _config(model, dataset, data_path, **extra):
@@ -86,3 +91,40 @@ def test_ray_imports_for_the_cluster_backend():
 
     proc = subprocess.run([sys.executable, "-c", "import ray"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-1000:]
+
+
+def test_recbole_turns_on_anomaly_detection_for_every_model_and_model_class_turns_it_off():
+    code = """
+import torch
+from recbole.utils import get_model
+from recrunner import compat
+get_model("SASRec")
+print(torch.is_anomaly_enabled())
+compat.model_class("BPR")
+print(torch.is_anomaly_enabled())
+compat.model_class("BPR", detect_anomaly=True)
+print(torch.is_anomaly_enabled())
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "False", "True"]  # RecBole's sine.py, then recrunner's setting
+
+
+@pytest.mark.parametrize("asked", [False, True])
+def test_a_run_trains_with_anomaly_detection_as_configured(workspace, asked):
+    import torch
+
+    from recrunner import Callback, Experiment, run_experiment
+
+    class Seen(Callback):
+        during_training = None
+
+        def on_train_epoch_end(self, trainer, control, losses):
+            Seen.during_training = torch.is_anomaly_enabled()
+
+    torch.autograd.set_detect_anomaly(True)  # as RecBole leaves it after importing its models
+    try:
+        params = {**TINY_BPR, "epochs": 1, "detect_anomaly": asked}
+        result = run_experiment(Experiment("BPR", "ml-100k", params), workspace, callbacks=[Seen()], console=False)
+    finally:
+        torch.autograd.set_detect_anomaly(False)
+    assert result.status == "ok" and Seen.during_training is asked

@@ -10,6 +10,7 @@ from recrunner.sweep import Grid, expand, grid_from_mapping, load_grid, swept_pa
 from recrunner.sweep.executors import died
 from recrunner.sweep.record import CellState, SweepRecord, decide, fold
 from recrunner.sweep.results import best_configurations, cell_row, results_csv, results_markdown
+from recrunner.sweep.runner import dispatch_order
 
 from .conftest import REPO
 
@@ -60,6 +61,15 @@ def test_grid_files_shipped_in_configs_load(tmp_path):
 
 def _line(cell, state, t, owner="h:1", **extra):
     return {"t": t, "cell": cell, "state": state, "owner": owner, **extra}
+
+
+def test_cells_sharing_a_dataset_are_spread_apart_so_parallel_workers_build_different_ones():
+    cells = [("ml/SASRec/a", "ml"), ("ml/SASRec/b", "ml"), ("ml/GRU/a", "ml"), ("az/SASRec/a", "az"),
+             ("az/SASRec/b", "az"), ("yelp/BPR/a", "yelp")]
+    assert dispatch_order(cells) == ["ml/SASRec/a", "az/SASRec/a", "yelp/BPR/a", "ml/SASRec/b", "az/SASRec/b",
+                                     "ml/GRU/a"]
+    assert dispatch_order([("a", "k"), ("b", "k")]) == ["a", "b"]
+    assert dispatch_order([]) == []
 
 
 def test_fold_keeps_the_last_state_failures_and_heartbeats_of_the_current_owner():

@@ -4,16 +4,16 @@ Every executor has the same small interface the sweep loop drives:
 `free_slots()`, `submit(key, task)`, `wait(timeout) -> [(key, result)]`, `stop()`.
 Local workers and Ray tasks get a fresh process per cell, so no global state (RecBole's logger,
 seeds, CUDA caches) passes from one cell to the next; local ones are forked from a server that has
-already imported torch and RecBole, so a cell starts in a fraction of a second.
+already imported what a run needs (sweep/preload.py), so a cell starts in a fraction of a second.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import multiprocessing.connection
 import signal
 from dataclasses import replace
 
+from .. import forkserver
 from ..errors import ConfigError
 from .worker import Task, child_main, on_gpu, ray_entry, run_task
 
@@ -45,20 +45,12 @@ class InProcess:
 class LocalProcesses:
     """--workers N: up to N cells at once, each in a fresh process with its share of CPU threads."""
 
-    _context = None
-
     def __init__(self, workers: int, gpus: tuple[int, ...] = ()):
         self.workers = workers
         self.free_gpus = list(gpus)
         self.use_gpus = bool(gpus)
         self.active: dict = {}  # key -> (process, connection, gpu)
 
-    @classmethod
-    def context(cls):
-        if cls._context is None:
-            cls._context = multiprocessing.get_context("forkserver")
-            cls._context.set_forkserver_preload(["recrunner.sweep.worker"])
-        return cls._context
 
     def free_slots(self) -> int:
         slots = self.workers - len(self.active)
@@ -67,8 +59,8 @@ class LocalProcesses:
     def submit(self, key, task: Task) -> None:
         gpu = self.free_gpus.pop(0) if self.use_gpus else None
         task = on_gpu(task, [gpu] if gpu is not None else [])
-        receiver, sender = self.context().Pipe(duplex=False)
-        process = self.context().Process(target=child_main, args=(task, sender), name=f"recrunner-cell-{key}")
+        receiver, sender = forkserver.context().Pipe(duplex=False)
+        process = forkserver.context().Process(target=child_main, args=(task, sender), name=f"recrunner-cell-{key}")
         process.start()
         sender.close()
         self.active[key] = (process, receiver, gpu)

@@ -10,11 +10,14 @@ reclaims cells whose worker died. results.csv and results.md are rewritten after
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ..config import setting
+from ..datacache import data_key
 from ..errors import ConfigError, RunInterrupted
 from ..experiment import Experiment, Workspace, prepare
 from ..rundir import read_metrics
@@ -47,6 +50,7 @@ class PlannedCell:
     cell_id: str | None = None        # <dataset>/<model>/<run_id>, once prepare accepted it
     run_dir: Path | None = None
     error: str | None = None          # why prepare refused it
+    data_key: str | None = None       # its entry in the data cache (cells sharing one share data)
 
 
 @dataclass
@@ -76,6 +80,7 @@ def plan(cells: list[Cell], workspace: Workspace, sweep: str) -> list[PlannedCel
             prepared = prepare(experiment, workspace)
             item.cell_id = f"{cell.dataset}/{prepared.paths.run_dir.parent.name}/{prepared.run_id}"
             item.run_dir = prepared.paths.run_dir
+            item.data_key = data_key(prepared.config) if setting(prepared.config, "data_cache") else item.cell_id
         except ConfigError as exc:
             if len(cells) == 1:
                 raise
@@ -84,6 +89,17 @@ def plan(cells: list[Cell], workspace: Workspace, sweep: str) -> list[PlannedCel
     if planned and all(item.error for item in planned):
         raise ConfigError(f"no cell of the sweep is valid; the first: {planned[0].error}")
     return planned
+
+
+def dispatch_order(cells: list[tuple[str, str]]) -> list[str]:
+    """(cell id, data key) pairs -> cell ids, round-robin over the data keys, each key's cells in
+    their order: with a cold cache, parallel workers then build different datasets at once
+    instead of waiting on one build (pure)."""
+    groups: dict[str, list[str]] = {}
+    for cell_id, key in cells:
+        groups.setdefault(key, []).append(cell_id)
+    rounds = itertools.zip_longest(*groups.values())
+    return [cell_id for cells_of_round in rounds for cell_id in cells_of_round if cell_id is not None]
 
 
 def run_sweep(name: str, planned: list[PlannedCell], workspace: Workspace, options: SweepOptions,
@@ -153,8 +169,8 @@ class _Sweep:
             if not self.options.restart and (read_metrics(item.run_dir / "metrics.json") or {}).get("status") == "ok":
                 self._count("skipped")
                 continue
-            queue.append(item.cell_id)
-        return queue
+            queue.append((item.cell_id, item.data_key))
+        return dispatch_order(queue)
 
     def _dispatch(self, cell_id, executor):
         decision = self.record.claim(cell_id, stale_after=self.options.stale_after, retries=self.options.retries)

@@ -12,8 +12,7 @@ import signal
 import time
 from dataclasses import dataclass, replace
 
-from ..errors import RunInterrupted
-from ..errors import one_line
+from ..errors import RunInterrupted, one_line
 from ..experiment import Experiment, Workspace, run_experiment
 
 
