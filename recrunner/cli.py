@@ -134,7 +134,7 @@ def main(argv=None) -> int:
 
 
 def _main(args) -> int:
-    if not args.dry_run and args.backend == "local" and (args.workers > 1 or args.gpus):
+    if not args.dry_run and forkserver.serves(args.backend, args.workers, args.gpus):
         forkserver.start()  # first: it imports torch and RecBole while this process does the same
     from .experiment import Workspace
     from .sweep import Grid, expand, load_grid, plan

@@ -110,9 +110,9 @@ def model_class(name: str, detect_anomaly: bool = False) -> type:
 
     RecBole 1.2.1's sine.py turns anomaly detection on for the whole process when its model
     package is imported, which `get_model` does for every sequential model, not only SINE (and
-    recrunner's own model listing does once). It changes no
-    number, but records a traceback in every forward op and checks every gradient for NaN in
-    backward (SASRec on Amazon_Beauty: 0.37 s -> 0.22 s of backward per batch of 2048).
+    recrunner's own model listing does once). It changes no number, but records a traceback in
+    every forward op and checks every gradient for NaN in backward (SASRec on Amazon_Beauty:
+    0.37 s -> 0.22 s of backward per batch of 2048).
     """
     import torch
     from recbole.utils import get_model

@@ -9,8 +9,14 @@ same and plans the cells.
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.forkserver
 
 _context = None
+
+
+def serves(backend: str, workers: int, gpus) -> bool:
+    """Whether a sweep with these options runs its cells in processes forked from the server (pure)."""
+    return backend == "local" and (workers > 1 or bool(gpus))
 
 
 def context():
@@ -23,7 +29,5 @@ def context():
 
 def start() -> None:
     """Start the server now rather than at the first cell."""
-    import multiprocessing.forkserver
-
     context()
     multiprocessing.forkserver.ensure_running()

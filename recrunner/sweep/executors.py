@@ -51,7 +51,6 @@ class LocalProcesses:
         self.use_gpus = bool(gpus)
         self.active: dict = {}  # key -> (process, connection, gpu)
 
-
     def free_slots(self) -> int:
         slots = self.workers - len(self.active)
         return min(slots, len(self.free_gpus)) if self.use_gpus else slots

@@ -39,7 +39,6 @@ def warm_up() -> None:
     for name in _LAZY_MODULES:
         importlib.import_module(name)
     torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))])  # its constructor imports torch._dynamo
-    torch.autograd.set_detect_anomaly(False)  # importing sequential_recommender turned it on (compat.model_class)
 
 
 warm_up()

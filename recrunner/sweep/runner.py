@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from .. import forkserver
 from ..config import setting
 from ..datacache import data_key
 from ..errors import ConfigError, RunInterrupted
@@ -216,7 +217,7 @@ class _Sweep:
         if options.backend == "ray":
             return RayCluster(options.workers if options.workers > 1 else None, options.ray_address, self._threads(),
                               gpus_per_cell=1 if options.gpus else 0)
-        if options.workers > 1 or options.gpus:
+        if forkserver.serves(options.backend, options.workers, options.gpus):
             return LocalProcesses(max(options.workers, 1), options.gpus)
         return InProcess(console=options.console)
 
