@@ -10,15 +10,30 @@ into a one-line error instead of a crash deep inside RecBole, or silently wrong 
                    checkpoints as plain data and loads them with weights_only=True
                    (recrunner/checkpoint.py); RecBole's own torch.load call sites are never used.
   recbole.quick_start imports ray at import time: recrunner never imports it.
+  properties/model/xgboost.yaml, lightgbm.yaml: Config looks for XGBoost.yaml, never found on a
+                   case-sensitive file system      -> `recbole_model_defaults` (lowest layer)
 
 Global state (each handled by a context manager below, never by editing RecBole):
   Config reads sys.argv                       -> `recbole_argv_cleared`
   Trainer.__init__ opens a cwd-relative TensorBoard writer named after the first log file
                                               -> `recbole_tensorboard_writer`
   init_logger works once per process          -> recrunner/runlog.py never calls it
+  Config points data_path at its packaged example whenever the dataset is named ml-100k, so a
+  user's own ml-100k folder (with extra files, e.g. KSR's .ent) is silently ignored
+                                              -> `honour_data_path`
   importing recbole.model.sequential_recommender (get_model of any sequential model) runs
   torch.autograd.set_detect_anomaly(True) in sine.py, for every later model of the process:
   backward about 1.7x slower              -> `model_class` (key `detect_anomaly`, default off)
+
+Model bugs (fixed on the built model, `repair_model`):
+  KSR keeps `relation_Matrix` as float64 (numpy's preload weight) while its parameters are
+  float32: every forward fails with "expected m1 and m2 to have the same dtype", in plain RecBole too.
+
+Optional packages:
+  KGIN and MCCLK import torch_scatter (scatter_mean, scatter_softmax), which PyPI has only as a
+  source package that builds against the installed torch with a compiler: when it is missing,
+  `model_class` registers `torch_scatter_fallback`, the same two functions on torch's own
+  scatter_reduce, as the module `torch_scatter` (tests/test_model_state.py checks them).
 """
 
 from __future__ import annotations
@@ -105,6 +120,32 @@ def recbole_tensorboard_writer(writer):
         trainer_module.get_tensorboard = original
 
 
+def honour_data_path(config, data_path) -> None:
+    """Point RecBole at `data_path/<dataset>` where recrunner found the dataset (Config._set_default_parameters)."""
+    import os
+
+    config["data_path"] = os.path.join(str(data_path), config["dataset"])
+
+
+def recbole_model_defaults(model: str) -> dict:
+    """RecBole's yaml for `model` where its own Config cannot find it (the lowest layer).
+
+    Config reads properties/model/<Model>.yaml; XGBoost and LightGBM ship theirs as xgboost.yaml
+    and lightgbm.yaml, which a case-sensitive file system never matches: plain RecBole then has
+    no xgb_params / lgb_params and fails in training ('NoneType' object ...).
+    """
+    from pathlib import Path
+
+    import recbole
+    import yaml
+
+    folder = Path(recbole.__file__).parent / "properties" / "model"
+    if (folder / f"{model}.yaml").is_file():
+        return {}
+    lower = folder / f"{model.lower()}.yaml"
+    return yaml.safe_load(lower.read_text()) or {} if lower.is_file() else {}
+
+
 def model_class(name: str, detect_anomaly: bool = False) -> type:
     """RecBole's `get_model(name)`, with torch's anomaly detection set as asked afterwards.
 
@@ -117,6 +158,26 @@ def model_class(name: str, detect_anomaly: bool = False) -> type:
     import torch
     from recbole.utils import get_model
 
+    if name in ("KGIN", "MCCLK"):
+        provide_torch_scatter()
     model = get_model(name)
     torch.autograd.set_detect_anomaly(bool(detect_anomaly))
     return model
+
+
+def repair_model(model):
+    """Fix what RecBole 1.2.1 builds wrong for one model (module docstring); returns the model."""
+    if type(model).__name__ == "KSR" and model.relation_Matrix.dtype != model.entity_embedding.weight.dtype:
+        model.relation_Matrix = model.relation_Matrix.to(model.entity_embedding.weight.dtype)
+    return model
+
+
+def provide_torch_scatter() -> None:
+    """Make `import torch_scatter` work: the real package if installed, else our two functions."""
+    import importlib.util
+
+    if "torch_scatter" in sys.modules or importlib.util.find_spec("torch_scatter") is not None:
+        return
+    from . import torch_scatter_fallback
+
+    sys.modules["torch_scatter"] = torch_scatter_fallback

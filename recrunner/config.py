@@ -50,6 +50,9 @@ RECRUNNER_DEFAULTS: dict[str, Any] = {
 }
 RECRUNNER_KEYS = frozenset(RECRUNNER_DEFAULTS)
 
+# RecBole keys that take one string or a list of them (a preset may give the string form)
+STRING_OR_LIST_KEYS = frozenset({"additional_feat_suffix", "metrics"})
+
 
 def setting(config, key: str) -> Any:
     """A recrunner key from a RecBole Config (None when missing), falling back to its default."""
@@ -174,6 +177,8 @@ def coerce_value(key: str, value: Any, default: Any, source: str = "--set") -> A
     if isinstance(default, str) and isinstance(value, list) and value and all(
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
         return "[" + ",".join(str(v) for v in value) + "]"  # YAML read `[10,60]`: RecBole's interval string
+    if key in STRING_OR_LIST_KEYS and isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return value
     if isinstance(default, str) and isinstance(value, (dict, list)):
         raise wrong("a string (quote it: key='...')")
     return value

@@ -87,3 +87,18 @@ def resolve_data_path(name: str, data_path: Path, *, allow_download: bool = True
         f"{data_path / name / (name + '.inter')} or point --data-path / RECRUNNER_DATA_PATH at a "
         f"folder holding them. Available: {', '.join(available) or 'none'}"
     )
+
+
+def check_additional_files(config) -> None:
+    """Each `additional_feat_suffix` file must exist before RecBole reads anything (KSR's .ent...)."""
+    suffixes = config["additional_feat_suffix"] or []
+    suffixes = [suffixes] if isinstance(suffixes, str) else list(suffixes)
+    folder = Path(config["data_path"])
+    missing = [folder / f"{config['dataset']}.{suffix}" for suffix in suffixes
+               if not (folder / f"{config['dataset']}.{suffix}").is_file()]
+    if missing:
+        columns = config["load_col"].get(missing[0].suffix[1:]) if isinstance(config["load_col"], dict) else None
+        described = f" with columns {', '.join(columns)}" if columns else ""
+        raise DatasetNotFoundError(
+            f"{config['model']} needs {', '.join(map(str, missing))} (additional_feat_suffix){described}: "
+            "supply the file (README: Knowledge-aware sequential models) or point --data-path at a folder that has it")

@@ -24,10 +24,11 @@ from .callbacks import default_callbacks, with_defaults
 from .checkpoint import load as load_checkpoint
 from .checkpoint import to_plain
 from .config import RECRUNNER_DEFAULTS, check_overrides, check_valid_metric, layered_params, setting
-from .data import resolve_data_path
+from .data import check_additional_files, resolve_data_path
 from .datacache import load_data
 from .errors import CheckpointError, ConfigError, RecrunnerError, RunInterrupted, one_line
-from .models import resolve_model, trainer_class_for
+from .families import pretraining_stages
+from .models import check_requirements, failure_hint, resolve_model, trainer_class_for
 from .rundir import RunPaths, fingerprint, make_run_id, read_metrics, run_paths, write_config, write_metrics
 from .runlog import run_logging
 from .tensorboard import RunWriter, write_experiment
@@ -82,6 +83,7 @@ class PreparedRun:
     hparams: dict
     fingerprint: str
     trainer_class: type
+    stages: tuple[str, ...] = ()  # pre-training stages run before this run's own training (families)
 
 
 def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
@@ -91,8 +93,10 @@ def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
     compat.check_environment()
     compat.quiet_known_warnings()
     model = resolve_model(experiment.model)
+    check_requirements(model)
     data_path = resolve_data_path(experiment.dataset, workspace.data_path)
-    file_layers = layered_params(workspace.config_dir, model, experiment.dataset, {})
+    file_layers = {**compat.recbole_model_defaults(model),
+                   **layered_params(workspace.config_dir, model, experiment.dataset, {})}
     params = dict(experiment.params)
 
     # RecBole's defaults for this model and dataset, without the overrides: the keys and types to check them against
@@ -107,18 +111,25 @@ def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
                    "data_path": str(data_path), "checkpoint_dir": str(paths.checkpoints)}
     config = _recbole_config(Config, model, experiment.dataset, config_dict)
     check_valid_metric(config)
+    check_additional_files(config)
     default_callbacks(config)  # its settings are checked here, before anything is written
     accumulation_steps(config)
     trainer_class = trainer_class_for(model, config["MODEL_TYPE"], CustomTrainer)
+    try:
+        stages = pretraining_stages(model, config["train_stage"])
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     hparams = {**default_hparams(config), **identity}
     settings = {"model": model, "dataset": experiment.dataset, **file_layers, **params}
-    return PreparedRun(experiment, config, paths, run_id, hparams, fingerprint(settings), trainer_class)
+    return PreparedRun(experiment, config, paths, run_id, hparams, fingerprint(settings), trainer_class, stages)
 
 
 def _recbole_config(config_class, model, dataset, config_dict):
     try:
         with compat.recbole_argv_cleared():
-            return config_class(model=model, dataset=dataset, config_dict=config_dict)
+            config = config_class(model=model, dataset=dataset, config_dict=config_dict)
+        compat.honour_data_path(config, config_dict["data_path"])
+        return config
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise ConfigError(f"RecBole rejected the configuration of {model} on {dataset}: {exc}") from None
 
@@ -161,17 +172,14 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
     status, error, trainer = "failed", None, None
     try:
         logger.info(f"recrunner {__version__}: {config['model']} on {config['dataset']}, run {paths.run_dir}")
+        started = time.perf_counter()
+        _run_pretraining_stages(prepared, workspace, callbacks)
+        metrics["pretrain_seconds"] = round(time.perf_counter() - started, 3) if prepared.stages else None
         init_seed(config["seed"], config["reproducibility"])
         started = time.perf_counter()
-        cache_dir = workspace.cache_dir if setting(config, "data_cache") else None
-        train_data, valid_data, test_data = load_data(config, cache_dir)
+        train_data, valid_data, test_data = _load_data(config, workspace)
         metrics["data_seconds"] = round(time.perf_counter() - started, 3)
-        init_seed(config["seed"], config["reproducibility"])
-        model_class = compat.model_class(config["model"], detect_anomaly=setting(config, "detect_anomaly"))
-        model = model_class(config, train_data._dataset).to(config["device"])
-        logger.info(model, extra={"file_only": True})
-        callbacks = with_defaults(default_callbacks(config, paths.run_dir), callbacks)
-        trainer = prepared.trainer_class(config, model, writer=writer, callbacks=callbacks, hparams=prepared.hparams)
+        trainer = _build_trainer(prepared, paths.run_dir, train_data, writer, callbacks)
         if resume:
             trainer.resume_checkpoint(resume[0])
         show_progress = bool(config["show_progress"]) and sys.stderr.isatty()  # bars are for terminals
@@ -192,7 +200,7 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
         error = one_line(exc)
         logger.error(f"run failed: {error}")
     except Exception as exc:  # a failing run is recorded, never lost; the sweep goes on
-        error = one_line(exc)
+        error = failure_hint(config["model"], exc) or one_line(exc)
         logger.exception(f"run failed: {error}")
     finally:
         _record_outcome(metrics, trainer, status, error)
@@ -201,6 +209,60 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
         write_metrics(paths.metrics, metrics)
         write_experiment(workspace.output_dir)  # the HParams columns now include this run's
     return _result_from_metrics(paths.run_dir, metrics)
+
+
+def _load_data(config, workspace: Workspace):
+    cache_dir = workspace.cache_dir if setting(config, "data_cache") else None
+    return load_data(config, cache_dir)
+
+
+def _build_trainer(prepared: PreparedRun, run_dir: Path, train_data, writer, callbacks):
+    """The model (seeded as RecBole seeds it) and its trainer, with the run's callbacks."""
+    from recbole.utils import init_seed
+
+    config = prepared.config
+    init_seed(config["seed"], config["reproducibility"])
+    model_class = compat.model_class(config["model"], detect_anomaly=setting(config, "detect_anomaly"))
+    model = compat.repair_model(model_class(config, train_data._dataset).to(config["device"]))
+    logger.info(model, extra={"file_only": True})
+    callbacks = with_defaults(default_callbacks(config, run_dir), callbacks)
+    return prepared.trainer_class(config, model, writer=writer, callbacks=callbacks, hparams=prepared.hparams)
+
+
+def _run_pretraining_stages(prepared: PreparedRun, workspace: Workspace, callbacks) -> None:
+    """S3Rec's and RaCT's pre-training stages, each a resumable sub-run; then the config fine-tunes.
+
+    Stage S lives in <run_dir>/S/ (checkpoints/, TensorBoard events), as RecBole would run it
+    alone: seeded, fresh data loaders, `pretrain_epochs` without validation. Its best.pth (the
+    newest weights) is the next stage's `pre_model_path`. A finished stage is not trained again.
+    """
+    from recbole.utils import init_seed
+
+    config, pre_model_path = prepared.config, prepared.config["pre_model_path"]
+    for stage in prepared.stages:
+        stage_paths = RunPaths(prepared.paths.run_dir / stage)
+        stage_paths.create()
+        config["train_stage"], config["pre_model_path"] = stage, pre_model_path
+        config["checkpoint_dir"] = str(stage_paths.checkpoints)
+        resume = _resume_point(stage_paths)
+        done = resume is not None and load_checkpoint(resume[0]).get("finished") and stage_paths.best.is_file()
+        if done:
+            logger.info(f"pre-training stage {stage}: finished before, using {stage_paths.best}")
+        else:
+            logger.info(f"pre-training stage {stage}: {config['pretrain_epochs']} epochs, no validation")
+            init_seed(config["seed"], config["reproducibility"])
+            train_data, _, _ = _load_data(config, workspace)
+            writer = RunWriter(stage_paths.run_dir, purge_step=resume[1] + 1 if resume else None)
+            try:
+                trainer = _build_trainer(prepared, stage_paths.run_dir, train_data, writer, callbacks)
+                if resume:
+                    trainer.resume_checkpoint(resume[0])
+                trainer.fit(train_data, None, saved=True)
+            finally:
+                writer.close()
+        pre_model_path = str(stage_paths.best)
+    config["train_stage"], config["pre_model_path"] = "finetune", pre_model_path
+    config["checkpoint_dir"] = str(prepared.paths.checkpoints)
 
 
 def _resumable_state(path: Path) -> dict:

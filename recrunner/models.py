@@ -1,4 +1,4 @@
-"""Which RecBole models exist, and which trainer runs each one under recrunner's loop."""
+"""Which RecBole models exist, what each needs installed, and which trainer runs it."""
 
 from __future__ import annotations
 
@@ -6,35 +6,46 @@ import difflib
 import functools
 import importlib
 import inspect
+from dataclasses import dataclass
 
-from .errors import ConfigError
+from .errors import ConfigError, EnvironmentProblem, one_line
 
 _MODEL_PACKAGES = (
     "general_recommender",
     "sequential_recommender",
     "context_aware_recommender",
     "knowledge_aware_recommender",
-    "exlib_recommender",
 )
 
 
 @functools.lru_cache(maxsize=None)
 def available_models() -> tuple[str, ...]:
-    """Every model class name RecBole 1.2.1 can build, sorted."""
+    """Every model class name RecBole 1.2.1 can build, sorted (the exlib ones even when their
+    package is missing: `check_requirements` then names what to install)."""
     from recbole.model.abstract_recommender import AbstractRecommender
 
-    names = set()
+    names = set(exlib_models())
     for package in _MODEL_PACKAGES:
-        try:
-            module = importlib.import_module(f"recbole.model.{package}")
-        except ImportError:  # exlib models need optional packages (xgboost, lightgbm)
-            continue
+        module = importlib.import_module(f"recbole.model.{package}")
         for name, obj in vars(module).items():
             if inspect.isclass(obj) and issubclass(obj, AbstractRecommender) and obj.__module__.startswith(
                 f"recbole.model.{package}."
             ):
                 names.add(name)
     return tuple(sorted(names))
+
+
+@functools.lru_cache(maxsize=None)
+def exlib_models() -> tuple[str, ...]:
+    """XGBoost and LightGBM subclass their libraries' boosters, so importing them needs the
+    library: their names are read from RecBole's exlib_recommender/__init__.py instead."""
+    import re
+    from pathlib import Path
+
+    import recbole
+
+    init = Path(recbole.__file__).parent / "model" / "exlib_recommender" / "__init__.py"
+    return tuple(sorted(re.findall(r"^from \S+ import (\w+)\s*$", init.read_text(), re.M)))
 
 
 def resolve_model(name: str) -> str:
@@ -50,46 +61,60 @@ def resolve_model(name: str) -> str:
     raise ConfigError(f"unknown model {name!r}.{hint} Available: {', '.join(models)}")
 
 
+@dataclass(frozen=True)
+class Requirement:
+    module: str  # what the model imports
+    install: str  # what to do
+    why: str = ""  # where a plain pip install is not enough
+
+
+# optional packages some models import (none is a RecBole requirement); README: Every RecBole model.
+# KGIN and MCCLK import torch_scatter: recrunner.compat supplies its two functions when it is missing.
+REQUIREMENTS = {
+    "NCL": Requirement("faiss", "pip install 'recrunner[ncl]' (faiss-cpu)"),
+    "XGBoost": Requirement("xgboost", "pip install 'recrunner[trees]' (xgboost)"),
+    "LightGBM": Requirement("lightgbm", "pip install 'recrunner[trees]' (lightgbm)"),
+    "KGAT": Requirement("dgl", "install torch <= 2.4 with the dgl build for it (https://www.dgl.ai/pages/start.html)",
+                        "dgl's newest builds support torch up to 2.4"),
+}
+
+
+def check_requirements(model: str) -> None:
+    """A missing (or unusable) optional package is one line naming what to install."""
+    requirement = REQUIREMENTS.get(model)
+    if requirement is None:
+        return
+    try:
+        importlib.import_module(requirement.module)
+    except Exception as exc:  # ImportError, or a package that breaks on import (dgl on a newer torch)
+        why = f"; {requirement.why}" if requirement.why else ""
+        raise EnvironmentProblem(f"{model} needs the package {requirement.module!r}, which cannot be imported here "
+                                 f"({one_line(exc)[:150]}){why}: {requirement.install}") from None
+
+
+# failures that a model's own settings cause in plain RecBole as well, with the setting to change
+_HINTS = (
+    ("ConvNCF", "Kernel size can't be greater than actual input size",
+     "ConvNCF's CNN reduces the embedding_size x embedding_size map by the product of cnn_strides "
+     "(default 4*4*2*2 = 64): set embedding_size to at least that product, or use fewer or smaller cnn_strides"),
+    ("FEARec", "by zero",
+     "FEARec shares its frequency bands among n_layers - 1 layers: set n_layers to 2 or more"),
+)
+
+
+def failure_hint(model: str, exc: BaseException) -> str | None:
+    """The one-line reason for a known failure of `model`'s own code, naming the setting (pure)."""
+    for name, marker, hint in _HINTS:
+        if model == name and marker in str(exc):
+            return f"{type(exc).__name__}: {hint}"
+    return None
+
+
 def trainer_class_for(model_name: str, model_type, custom_trainer: type) -> type:
-    """`custom_trainer`, layered over the model's own RecBole trainer where that is safe.
+    """The trainer that runs `model_name` under recrunner's loop (recrunner.families)."""
+    from .families import trainer_class
 
-    RecBole picks a trainer by model name (`get_trainer`). A model trainer that only
-    overrides how an epoch is trained (KGTrainer, RecVAETrainer, TraditionalTrainer...) is
-    combined with recrunner's loop; one that replaces `fit` or `evaluate` itself (NCL, S3Rec,
-    the decision trees...) would silently lose its behaviour, so it is refused.
-    """
-    from recbole.trainer import Trainer
-    from recbole.utils import get_trainer
-
-    base = get_trainer(model_type, model_name)
-    if base is Trainer:
-        return custom_trainer
-    if _layerable(base, Trainer):
-        return type(f"Custom{base.__name__}", (custom_trainer, base), {})
-    raise ConfigError(
-        f"{model_name} trains with RecBole's {base.__name__}, which replaces the training loop "
-        f"itself; recrunner cannot run it without losing that behaviour. Models not supported: "
-        f"{', '.join(unsupported_models())}; every other RecBole model is"
-    )
-
-
-def _layerable(base: type, trainer_root: type) -> bool:
-    """True when `base` derives from Trainer and keeps Trainer's fit, evaluate and checkpoints."""
-    if not issubclass(base, trainer_root):
-        return False
-    kept = ("fit", "evaluate", "_valid_epoch", "_save_checkpoint", "resume_checkpoint")
-    return all(getattr(base, name) is getattr(trainer_root, name) for name in kept)
-
-
-@functools.lru_cache(maxsize=None)
-def unsupported_models() -> tuple[str, ...]:
-    """Models whose RecBole trainer replaces fit/evaluate (so recrunner refuses them)."""
-    from recbole.trainer import Trainer
-    from recbole.utils import get_model, get_trainer
-
-    refused = []
-    for name in available_models():
-        trainer = get_trainer(get_model(name).type, name)
-        if trainer is not Trainer and not _layerable(trainer, Trainer):
-            refused.append(name)
-    return tuple(refused)
+    try:
+        return trainer_class(model_name, model_type, custom_trainer)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None

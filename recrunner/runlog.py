@@ -25,6 +25,17 @@ class _PlainFormatter(logging.Formatter):
         return _ANSI.sub("", super().format(record))
 
 
+def _print_style_args(record: logging.LogRecord) -> bool:
+    """RaCT logs print-style (`logger.info("Load pretrained model from", path)`), which every
+    handler would fail to format: join the parts instead (a filter on the root logger)."""
+    if record.args:
+        try:
+            record.getMessage()
+        except TypeError:
+            record.msg, record.args = " ".join(str(part) for part in (record.msg, *record.args)), ()
+    return True
+
+
 def _not_file_only(record: logging.LogRecord) -> bool:
     """Records logged with extra={"file_only": True} (the model's repr) stay out of the console."""
     return not getattr(record, "file_only", False)
@@ -44,11 +55,13 @@ def run_logging(log_file: Path, *, console: bool = True, level: int = logging.IN
         handlers.append(stream)
     saved_level = root.level
     root.setLevel(level)
+    root.addFilter(_print_style_args)
     for handler in handlers:
         root.addHandler(handler)
     try:
         yield
     finally:
+        root.removeFilter(_print_style_args)
         for handler in handlers:
             root.removeHandler(handler)
             handler.close()

@@ -21,11 +21,11 @@ import torch
 from recbole.trainer import Trainer
 from recbole.utils import dict2str, set_color
 
-from . import checkpoint, compat, per_user
+from . import checkpoint, compat, model_state, per_user
 from .accumulation import GradientAccumulator, accumulation_steps
 from .callbacks import CallbackHandler, TrainerControl, default_callbacks, improved, with_defaults
 from .callbacks.base import total_loss
-from .errors import CheckpointError, TrainingFailed
+from .errors import CheckpointError, TrainingFailed, one_line
 from .tensorboard import RunWriter
 
 
@@ -42,21 +42,28 @@ class CustomTrainer(Trainer):
     same class; see recrunner.callbacks) and `hparams` (the run's identifying parameters).
     """
 
+    extra_state_names: tuple[str, ...] = ()  # model attributes that are state although RecBole never saves them
+
     def __init__(self, config, model, *, writer=None, callbacks=(), hparams=None):
         checkpoint_dir = Path(config["checkpoint_dir"])
         checkpoint_dir.mkdir(parents=True, exist_ok=True)
         writer = writer or RunWriter(checkpoint_dir)
         with compat.recbole_tensorboard_writer(writer):
             super().__init__(config, model)
+        self._init_loop_state(config, callbacks, hparams)
+        if self.accumulation_steps > 1:  # the accumulator clips the mean gradient, once per step
+            self.optimizer = GradientAccumulator(self.optimizer, self.accumulation_steps, self.clip_grad_norm)
+            self.clip_grad_norm = None
+
+    def _init_loop_state(self, config, callbacks, hparams):
+        """What recrunner's loop keeps beside RecBole's trainer attributes (also trees.TreeTrainer)."""
+        checkpoint_dir = Path(config["checkpoint_dir"])
         self.best_path = checkpoint_dir / "best.pth"
         self.last_path = checkpoint_dir / "last.pth"
         self.saved_model_file = str(self.best_path)
         self.callbacks = CallbackHandler(with_defaults(default_callbacks(config), callbacks))
         self.control = TrainerControl()
         self.accumulation_steps = accumulation_steps(config)
-        if self.accumulation_steps > 1:  # the accumulator clips the mean gradient, once per step
-            self.optimizer = GradientAccumulator(self.optimizer, self.accumulation_steps, self.clip_grad_norm)
-            self.clip_grad_norm = None
         self.steps_per_epoch = None  # optimizer steps per epoch, known once fit sees the data
         self.non_finite_batch = None  # batch index where this epoch's loss stopped being finite
         self.test_per_user: dict = {}
@@ -85,7 +92,7 @@ class CustomTrainer(Trainer):
             self._log_start()
         try:
             self._call("on_fit_start")
-            if valid_data and self.start_epoch == 0:
+            if self.is_validating(valid_data) and self.start_epoch == 0:
                 self._initial_validation(valid_data, verbose, show_progress)
             self._restore_pending_rng()
             for epoch_idx in range(self.start_epoch, self.epochs):
@@ -104,9 +111,10 @@ class CustomTrainer(Trainer):
     def _run_epoch(self, epoch_idx, train_data, valid_data, verbose, saved, show_progress, callback_fn) -> bool:
         """Train one epoch, validate when due, save; True when training should stop."""
         self.epoch = epoch_idx
+        self.epoch_start(epoch_idx)
         self._call("on_epoch_start")
         self._train_and_log(train_data, epoch_idx, verbose, show_progress)
-        if self.eval_step <= 0 or not valid_data:
+        if not self.is_validating(valid_data):
             if saved:  # no validation: RecBole tests the newest weights
                 self._save_best_checkpoint(epoch_idx, verbose)
         elif (epoch_idx + 1) % self.eval_step == 0:
@@ -119,6 +127,14 @@ class CustomTrainer(Trainer):
         self.control.should_save = False
         return stop
 
+    # ------------------------------------------------------------------ hooks for trainer families
+    def epoch_start(self, epoch_idx):
+        """Before an epoch's training (NCL runs its E-step here; recrunner.families)."""
+
+    def is_validating(self, valid_data) -> bool:
+        """Whether this fit validates at all (a pre-training stage does not; recrunner.families)."""
+        return bool(valid_data) and self.eval_step > 0
+
     # ------------------------------------------------------------------ steps
     def _initial_validation(self, valid_data, verbose, show_progress):
         """Epoch -1: the untrained model's metrics, a baseline for every curve."""
@@ -128,7 +144,7 @@ class CustomTrainer(Trainer):
                 score, result = self._valid_epoch(valid_data, show_progress=show_progress)
         except Exception as exc:  # e.g. Pop cannot score anything before it has counted items
             self.logger.warning(f"no epoch -1 validation: {self.config['model']} cannot predict before training "
-                                f"({type(exc).__name__}: {exc})")
+                                f"({one_line(exc)[:200]})")
             return
         self._empty_cuda_cache()
         self.initial_valid_result = dict(result)
@@ -198,7 +214,8 @@ class CustomTrainer(Trainer):
 
     def _log_start(self):
         config = self.config
-        n_params = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+        parameters = getattr(self.model, "parameters", None)  # a booster (recrunner.trees) has none
+        n_params = sum(p.numel() for p in parameters() if p.requires_grad) if parameters else 0
         where = (f"resuming at epoch {self.start_epoch}" if self.start_epoch else "starting at epoch 0")
         where = "already finished, nothing to train" if self.start_epoch >= self.epochs else where
         accumulate = f" x{self.accumulation_steps} accumulated" if self.accumulation_steps > 1 else ""
@@ -285,8 +302,9 @@ class CustomTrainer(Trainer):
             old.unlink(missing_ok=True)
 
     def _weights_state(self, kind, epoch):
+        """The model's weights and state (model_state) with what identifies the checkpoint."""
         try:
-            other = checkpoint.to_plain(self.model.other_parameter(), strict=True)
+            other = model_state.save(self.model, self.extra_state_names)
         except TypeError as exc:
             raise CheckpointError(f"{self.config['model']} keeps state recrunner cannot save safely: {exc}") from None
         return {
@@ -299,6 +317,11 @@ class CustomTrainer(Trainer):
             "config": checkpoint.to_plain(self.config.final_config_dict),
         }
 
+    def _restore_weights(self, state):
+        """The inverse of `_weights_state`, for resume and for test scoring."""
+        self.model.load_state_dict(state["state_dict"])
+        model_state.restore(self.model, state.get("other_parameter"))
+
     def resume_checkpoint(self, resume_file):
         """Load a last.pth (or epoch-N.pth) and continue after its epoch, exactly."""
         state = checkpoint.load(resume_file, map_location=self.device)
@@ -306,8 +329,7 @@ class CustomTrainer(Trainer):
             raise CheckpointError(f"{resume_file} holds weights only (best.pth); resume needs last.pth or epoch-N.pth")
         if state["model"] != self.config["model"]:
             raise CheckpointError(f"{resume_file} was written by {state['model']}, not {self.config['model']}")
-        self.model.load_state_dict(state["state_dict"])
-        self.model.load_other_parameter(state.get("other_parameter"))
+        self._restore_weights(state)
         self.optimizer.load_state_dict(state["optimizer"])
         self.finished = bool(state["finished"])
         self.start_epoch = self.epochs if self.finished else state["epoch"] + 1
@@ -328,8 +350,7 @@ class CustomTrainer(Trainer):
     def load_best_weights(self, path=None):
         path = Path(path or self.best_path)
         state = checkpoint.load(path, map_location=self.device)
-        self.model.load_state_dict(state["state_dict"])
-        self.model.load_other_parameter(state.get("other_parameter"))
+        self._restore_weights(state)
         self.logger.info(f"Loading model parameters from {path} (epoch {state['epoch']})")
         return state
 
