@@ -174,7 +174,8 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
         logger.info(f"recrunner {__version__}: {config['model']} on {config['dataset']}, run {paths.run_dir}")
         started = time.perf_counter()
         _run_pretraining_stages(prepared, workspace, callbacks)
-        metrics["pretrain_seconds"] = round(time.perf_counter() - started, 3) if prepared.stages else None
+        if prepared.stages:
+            metrics["pretrain_seconds"] = round(time.perf_counter() - started, 3)
         init_seed(config["seed"], config["reproducibility"])
         started = time.perf_counter()
         train_data, valid_data, test_data = _load_data(config, workspace)

@@ -23,11 +23,12 @@ KILLER = textwrap.dedent("""
     from recrunner import Callback, Experiment, Workspace, run_experiment
 
     spec = json.loads(sys.argv[1])
-    kill_epoch, mode = spec["kill_epoch"], spec["mode"]
+    kill_epoch, mode, stage = spec["kill_epoch"], spec["mode"], spec.get("stage")
 
     class KillAfterEpoch(Callback):
         def on_checkpoint_saved(self, trainer, control, path, kind):
-            if kind == "last" and trainer.epoch == kill_epoch:
+            in_stage = stage is None or getattr(trainer.model, "train_stage", None) == stage
+            if kind == "last" and trainer.epoch == kill_epoch and in_stage:
                 os.kill(os.getpid(), signal.SIGKILL)
 
     real_save = torch.save
@@ -46,8 +47,8 @@ KILLER = textwrap.dedent("""
 """)
 
 
-def _killed_run(workspace, model, params, kill_epoch, mode):
-    spec = {"model": model, "params": params, "kill_epoch": kill_epoch, "mode": mode,
+def _killed_run(workspace, model, params, kill_epoch, mode, stage=None):
+    spec = {"model": model, "params": params, "kill_epoch": kill_epoch, "mode": mode, "stage": stage,
             "output": str(workspace.output_dir), "data": str(workspace.data_path), "configs": str(workspace.config_dir)}
     proc = subprocess.run([sys.executable, "-c", KILLER, json.dumps(spec)], cwd=REPO, capture_output=True, text=True,
                           timeout=300)
@@ -85,6 +86,45 @@ def test_a_killed_run_resumes_to_exactly_the_uninterrupted_result(model, params,
     steps = [step for step, _ in read_scalars(resumed.run_dir)["Train/Loss"]]
     assert steps == list(range(params["epochs"]))
     assert read_scalars(resumed.run_dir)["Valid/recall@10"][0][0] == -1
+
+
+FAMILY_CASES = [
+    # S3Rec: killed in its pre-training stage, then in fine-tuning; each resumes its own stage
+    ("S3Rec", {"pretrain_epochs": 3, "save_step": 1, "epochs": 2}, 1, "pretrain"),
+    ("S3Rec", {"pretrain_epochs": 2, "save_step": 1, "epochs": 3}, 1, "finetune"),
+    # NCL with an E-step every 2 epochs: epoch 1 resumes with the clusters of epoch 0's E-step
+    ("NCL", {"epochs": 3, "m_step": 2}, 0, None),
+    # XGBoost continues boosting from the booster of epoch 0
+    ("XGBoost", {"epochs": 2, "xgb_num_boost_round": 5}, 0, None),
+]
+
+
+@pytest.mark.parametrize("model, params, kill_epoch, stage", FAMILY_CASES,
+                         ids=["S3Rec-pretrain", "S3Rec-finetune", "NCL", "XGBoost"])
+def test_trainer_families_resume_exactly(model, params, kill_epoch, stage, workspace, tmp_path):
+    from recrunner import Workspace
+
+    from .tiny_models import model_keys, tiny_params
+
+    pytest.importorskip({"NCL": "faiss", "XGBoost": "xgboost"}.get(model, "recbole"))
+    params = {**tiny_params(model, model_keys(model)), **params}
+    reference = run_experiment(Experiment(model, "ml-100k", params), workspace, console=False)
+
+    killed_ws = Workspace(tmp_path / "killed-runs", workspace.data_path, workspace.config_dir)
+    _killed_run(killed_ws, model, params, kill_epoch, "after-epoch", stage)
+    resumed = run_experiment(Experiment(model, "ml-100k", params), killed_ws, console=False)
+
+    assert resumed.status == "ok" and not resumed.skipped
+    assert (resumed.best_epoch, resumed.best_valid, resumed.test) == (reference.best_epoch, reference.best_valid,
+                                                                     reference.test)
+    log = (resumed.run_dir / "run.log").read_text()
+    assert f"continuing at epoch {kill_epoch + 1}" in log
+    if stage == "finetune":
+        assert "pre-training stage pretrain: finished before" in log
+    if model == "S3Rec":  # the pre-trained weights RecBole's fine-tuning reads, as plain data
+        pretrained = torch.load(resumed.run_dir / "pretrain" / "checkpoints" / "best.pth", weights_only=True)
+        assert pretrained["epoch"] == params["pretrain_epochs"] - 1 and "state_dict" in pretrained
+        assert (resumed.run_dir / "pretrain" / "checkpoints" / "S3Rec-ml-100k-1.pth").is_file()  # save_step copies
 
 
 def test_a_corrupt_last_checkpoint_falls_back_to_an_older_one(workspace):

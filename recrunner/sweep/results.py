@@ -36,7 +36,8 @@ def cell_row(cell_id: str, model: str, dataset: str, params: dict, swept, run_di
     row["error"] = metrics.get("error") or error
     for key in ("best_epoch", "epochs_trained", "data_seconds", "train_seconds", "test_seconds", "valid_metric"):
         row[key] = metrics.get(key)
-    row["seconds"] = round(sum(metrics.get(k) or 0 for k in ("data_seconds", "train_seconds", "test_seconds")), 3) or None
+    row["seconds"] = round(sum(metrics.get(k) or 0 for k in ("pretrain_seconds", "data_seconds", "train_seconds",
+                                                              "test_seconds")), 3) or None
     row["best_valid_score"] = metrics.get("best_valid_score")
     row.update({f"valid/{k}": v for k, v in (metrics.get("best_valid") or {}).items()})
     row.update({f"test/{k}": v for k, v in (metrics.get("test") or {}).items()})
