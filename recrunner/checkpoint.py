@@ -1,6 +1,6 @@
 """Checkpoint files: plain data, written atomically, opened with torch.load(weights_only=True).
 
-Two artifacts per run (DESIGN.md):
+Two artifacts per run (docs/design.md: Checkpoints):
   best.pth  the weights of the best validation epoch: what test scoring and later use load
   last.pth  the full training state at the end of the newest epoch: what resume loads
 Both hold only tensors, numbers, strings, lists and dicts, so opening one never runs pickled

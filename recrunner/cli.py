@@ -189,13 +189,14 @@ def _resume_one(planned, workspace, args) -> int:
 
 
 def _dry_run(name, planned, workspace) -> str:
-    from .rundir import read_metrics
+    from .record import RunRecord
 
     lines = [f"sweep {name}: {len(planned)} cells -> {workspace.output_dir / name}"]
     for item in planned:
         if item.error:
             lines.append(f"  invalid  {item.cell.dataset}/{item.cell.model}: {item.error}")
             continue
-        status = (read_metrics(item.run_dir / "metrics.json") or {}).get("status", "new")
+        record = RunRecord.read(item.run_dir)
+        status = record.status.value if record else "new"
         lines.append(f"  {status:<8} {item.cell_id}")
     return "\n".join(lines)

@@ -29,7 +29,8 @@ from .datacache import load_data
 from .errors import CheckpointError, ConfigError, RecrunnerError, RunInterrupted, one_line
 from .families import pretraining_stages
 from .models import check_requirements, failure_hint, resolve_model, trainer_class_for
-from .rundir import RunPaths, fingerprint, make_run_id, read_metrics, run_paths, write_config, write_metrics
+from .record import RunRecord, Status
+from .rundir import RunPaths, fingerprint, make_run_id, run_paths, write_config
 from .runlog import run_logging
 from .tensorboard import RunWriter, write_experiment
 from .trainer import CustomTrainer, default_hparams
@@ -66,7 +67,7 @@ class Workspace:
 @dataclass
 class RunResult:
     run_dir: Path
-    status: str  # ok | failed | interrupted
+    status: Status  # a str: "ok", "failed", "interrupted"
     best_epoch: int | None = None
     best_valid: dict | None = None
     test: dict | None = None
@@ -140,15 +141,15 @@ def run_experiment(experiment: Experiment, workspace: Workspace, *, restart: boo
     prepared = prepare(experiment, workspace)
     resume_state = _resumable_state(resume_from) if resume_from is not None else None
     paths = prepared.paths
-    previous = read_metrics(paths.metrics)
+    previous = RunRecord.read(paths.metrics)
     if previous and not restart:
-        if previous.get("fingerprint") not in (None, prepared.fingerprint):
+        if previous.fingerprint not in (None, prepared.fingerprint):
             raise ConfigError(
                 f"{paths.run_dir} holds a run with other settings (were configs/*.yaml edited?); "
                 "pass --restart to train it again, or --name for a new sweep"
             )
-        if previous.get("status") == "ok" and resume_from is None:
-            return _result_from_metrics(paths.run_dir, previous, skipped=True)
+        if previous.status is Status.OK and resume_from is None:
+            return _result_from_record(paths.run_dir, previous, skipped=True)
     if restart:
         _clear_run(paths)
     paths.create()
@@ -160,41 +161,41 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
     from recbole.utils import init_seed
 
     config, paths = prepared.config, prepared.paths
-    metrics = _initial_metrics(prepared)
+    record = _initial_record(prepared)
     write_config(paths.config, to_plain(config.final_config_dict))
-    write_metrics(paths.metrics, metrics)
+    record.write(paths.metrics)
     if resume_from is not None:
         resume = Path(resume_from), int(resume_state["epoch"])
         _bring_best_checkpoint(Path(resume_from), resume_state["best_epoch"], paths)
     else:
         resume = _resume_point(paths)
     writer = RunWriter(paths.run_dir, purge_step=resume[1] + 1 if resume else None)
-    status, error, trainer = "failed", None, None
+    status, error, trainer = Status.FAILED, None, None
     try:
         logger.info(f"recrunner {__version__}: {config['model']} on {config['dataset']}, run {paths.run_dir}")
         started = time.perf_counter()
         _run_pretraining_stages(prepared, workspace, callbacks)
         if prepared.stages:
-            metrics["pretrain_seconds"] = round(time.perf_counter() - started, 3)
+            record.pretrain_seconds = round(time.perf_counter() - started, 3)
         init_seed(config["seed"], config["reproducibility"])
         started = time.perf_counter()
         train_data, valid_data, test_data = _load_data(config, workspace)
-        metrics["data_seconds"] = round(time.perf_counter() - started, 3)
+        record.data_seconds = round(time.perf_counter() - started, 3)
         trainer = _build_trainer(prepared, paths.run_dir, train_data, writer, callbacks)
         if resume:
             trainer.resume_checkpoint(resume[0])
         show_progress = bool(config["show_progress"]) and sys.stderr.isatty()  # bars are for terminals
         started = time.perf_counter()
         trainer.fit(train_data, valid_data, saved=True, show_progress=show_progress)
-        metrics["train_seconds"] = round(time.perf_counter() - started, 3)
+        record.train_seconds = round(time.perf_counter() - started, 3)
         started = time.perf_counter()
         test_result = trainer.test(test_data, show_progress=show_progress)
-        metrics["test_seconds"] = round(time.perf_counter() - started, 3)
+        record.test_seconds = round(time.perf_counter() - started, 3)
         per_user.save(paths.run_dir / "test_per_user.npz", trainer.test_per_user)
-        metrics["test"] = {k: float(v) for k, v in test_result.items()}
-        status = "ok"
+        record.test = {k: float(v) for k, v in test_result.items()}
+        status = Status.OK
     except (KeyboardInterrupt, RunInterrupted):
-        status, error = "interrupted", "interrupted; run the same command again to resume from last.pth"
+        status, error = Status.INTERRUPTED, "interrupted; run the same command again to resume from last.pth"
         logger.warning(error)
         raise RunInterrupted(f"{config['model']} on {config['dataset']} interrupted; the same command resumes it")
     except RecrunnerError as exc:  # a failure recrunner understood: its message says it all
@@ -204,12 +205,12 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
         error = failure_hint(config["model"], exc) or one_line(exc)
         logger.exception(f"run failed: {error}")
     finally:
-        _record_outcome(metrics, trainer, status, error)
-        writer.end_session(status, prepared.hparams)
+        _record_outcome(record, trainer, status, error)
+        writer.end_session(status.value, prepared.hparams)
         writer.close()
-        write_metrics(paths.metrics, metrics)
+        record.write(paths.metrics)
         write_experiment(workspace.output_dir)  # the HParams columns now include this run's
-    return _result_from_metrics(paths.run_dir, metrics)
+    return _result_from_record(paths.run_dir, record)
 
 
 def _load_data(config, workspace: Workspace):
@@ -307,42 +308,32 @@ def _bring_best_checkpoint(resume_from: Path, best_epoch, paths: RunPaths) -> No
                        "test scoring will use the best epoch trained from here on")
 
 
-def _initial_metrics(prepared: PreparedRun) -> dict:
+def _initial_record(prepared: PreparedRun) -> RunRecord:
     import recbole
     import torch
 
     config = prepared.config
-    return {
-        "status": "running",
-        "error": None,
-        "model": config["model"],
-        "dataset": config["dataset"],
-        "sweep": prepared.experiment.sweep,
-        "run_id": prepared.run_id,
-        "params": to_plain(dict(prepared.experiment.params)),
-        "seed": config["seed"],
-        "valid_metric": str(config["valid_metric"]).lower(),
-        "fingerprint": prepared.fingerprint,
-        "started": _now(),
-        "finished": None,
-        "versions": {"recrunner": __version__, "recbole": recbole.__version__, "torch": torch.__version__},
-    }
+    return RunRecord(
+        status=Status.RUNNING, model=config["model"], dataset=config["dataset"], sweep=prepared.experiment.sweep,
+        run_id=prepared.run_id, params=to_plain(dict(prepared.experiment.params)), seed=config["seed"],
+        valid_metric=str(config["valid_metric"]).lower(), fingerprint=prepared.fingerprint, started=_now(),
+        versions={"recrunner": __version__, "recbole": recbole.__version__, "torch": torch.__version__},
+    )
 
 
-def _record_outcome(metrics: dict, trainer, status: str, error: str | None) -> None:
-    metrics.update(status=status, error=error, finished=_now())
+def _record_outcome(record: RunRecord, trainer, status: Status, error: str | None) -> None:
+    record.status, record.error, record.finished = status, error, _now()
     if trainer is not None:
-        metrics["best_epoch"] = trainer.best_epoch
-        metrics["best_valid_score"] = trainer.best_valid_score if trainer.best_epoch is not None else None
-        metrics["best_valid"] = {k: float(v) for k, v in (trainer.best_valid_result or {}).items()}
-        metrics["initial_valid"] = {k: float(v) for k, v in (trainer.initial_valid_result or {}).items()}
-        metrics["epochs_trained"] = len(trainer.train_loss_dict)
+        record.best_epoch = trainer.best_epoch
+        record.best_valid_score = trainer.best_valid_score if trainer.best_epoch is not None else None
+        record.best_valid = {k: float(v) for k, v in (trainer.best_valid_result or {}).items()}
+        record.initial_valid = {k: float(v) for k, v in (trainer.initial_valid_result or {}).items()}
+        record.epochs_trained = len(trainer.train_loss_dict)
 
 
-def _result_from_metrics(run_dir: Path, metrics: Mapping, skipped: bool = False) -> RunResult:
-    return RunResult(run_dir=Path(run_dir), status=metrics.get("status", "failed"), best_epoch=metrics.get("best_epoch"),
-                     best_valid=metrics.get("best_valid"), test=metrics.get("test"), error=metrics.get("error"),
-                     skipped=skipped)
+def _result_from_record(run_dir: Path, record: RunRecord, skipped: bool = False) -> RunResult:
+    return RunResult(run_dir=Path(run_dir), status=record.status, best_epoch=record.best_epoch,
+                     best_valid=record.best_valid, test=record.test, error=record.error, skipped=skipped)
 
 
 def _clear_run(paths: RunPaths) -> None:

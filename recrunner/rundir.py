@@ -18,6 +18,8 @@ from typing import Any, Mapping
 
 import yaml
 
+from .record import FILE_NAME
+
 MAX_RUN_ID = 96
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=,+@-]")
 
@@ -77,7 +79,8 @@ class RunPaths:
 
     @property
     def metrics(self) -> Path:
-        return self.run_dir / "metrics.json"
+        """The run's record (recrunner.record.RunRecord owns the format)."""
+        return self.run_dir / FILE_NAME
 
     @property
     def checkpoints(self) -> Path:
@@ -156,17 +159,6 @@ def file_lock(lock_path: Path):
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def read_metrics(path: Path) -> dict | None:
-    try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def write_metrics(path: Path, metrics: Mapping) -> None:
-    write_text_atomic(path, json.dumps(metrics, indent=2, default=str) + "\n")
 
 
 def write_config(path: Path, config: Mapping) -> None:

@@ -129,7 +129,7 @@ def _write_experiment(logdir: Path) -> Path | None:
     (Best_Valid/<metric>, Best_Valid/score, Test/<metric>): whatever models the runs are and in
     whatever order they were written, the table gets the union.
     """
-    import json
+    from .record import RunRecord
 
     logdir = Path(logdir)
     rows, metrics = [], set()
@@ -137,11 +137,8 @@ def _write_experiment(logdir: Path) -> Path | None:
         if path.parent == logdir:
             continue
         rows.append(read_session(path)[0])
-        try:
-            recorded = json.loads((path.parent / "metrics.json").read_text())
-        except (OSError, ValueError):
-            recorded = {}
-        names = set(recorded.get("best_valid") or {}) | set(recorded.get("test") or {})
+        recorded = RunRecord.read(path.parent) or RunRecord()
+        names = set(recorded.best_valid) | set(recorded.test)
         metrics |= {f"Best_Valid/{m}" for m in names} | {f"Test/{m}" for m in names}
         if names:
             metrics.add("Best_Valid/score")

@@ -1,4 +1,4 @@
-"""CustomTrainer: RecBole's Trainer with the loop of shared/DESIGN.md.
+"""CustomTrainer: RecBole's Trainer with the loop of docs/design.md.
 
 What it adds to `recbole.trainer.Trainer.fit`, without changing a number RecBole reports:
 an initial validation at epoch -1 (which leaves every RNG as it found it), every metric in
@@ -26,6 +26,7 @@ from .accumulation import GradientAccumulator, accumulation_steps
 from .callbacks import CallbackHandler, TrainerControl, default_callbacks, improved, with_defaults
 from .callbacks.base import total_loss
 from .errors import CheckpointError, TrainingFailed, one_line
+from .state import TrainingState, state_attribute
 from .tensorboard import RunWriter
 
 
@@ -44,7 +45,18 @@ class CustomTrainer(Trainer):
 
     extra_state_names: tuple[str, ...] = ()  # model attributes that are state although RecBole never saves them
 
+    # the training state (recrunner.state): RecBole's attribute names and recrunner's, one dataclass
+    epoch = state_attribute("epoch")
+    finished = state_attribute("finished")
+    best_epoch = state_attribute("best_epoch")
+    best_valid_score = state_attribute("best_valid_score")
+    best_valid_result = state_attribute("best_valid_result")
+    initial_valid_result = state_attribute("initial_valid_result")
+    cur_step = state_attribute("cur_step")
+    train_loss_dict = state_attribute("train_loss_dict")
+
     def __init__(self, config, model, *, writer=None, callbacks=(), hparams=None):
+        self.state = TrainingState()  # first: RecBole's __init__ assigns some of its fields
         checkpoint_dir = Path(config["checkpoint_dir"])
         checkpoint_dir.mkdir(parents=True, exist_ok=True)
         writer = writer or RunWriter(checkpoint_dir)
@@ -70,10 +82,6 @@ class CustomTrainer(Trainer):
         self.hparams = dict(hparams) if hparams is not None else default_hparams(config)
         self.save_total_limit = config["save_total_limit"]
         self.checkpoint_every = max(1, config["checkpoint_every"] or 1)
-        self.epoch = None
-        self.best_epoch = None
-        self.initial_valid_result = None
-        self.finished = False  # early stopping fired: a resumed run trains no further
         self._pending_rng = None
         self._generators = {}
         self._batches_seen = 0
@@ -278,18 +286,9 @@ class CustomTrainer(Trainer):
     def save_training_state(self, epoch):
         """last.pth: everything needed to continue exactly after `epoch` (not an export)."""
         state = self._weights_state(kind="last", epoch=epoch)
-        state.update(
-            optimizer=self.optimizer.state_dict(),
-            cur_step=self.cur_step,
-            best_valid_score=_plain_score(self.best_valid_score),
-            best_epoch=self.best_epoch,
-            best_valid_result=checkpoint.to_plain(dict(self.best_valid_result or {})) or None,
-            initial_valid_result=checkpoint.to_plain(self.initial_valid_result),
-            train_loss_dict=checkpoint.to_plain({int(k): v for k, v in self.train_loss_dict.items()}),
-            finished=self.finished,
-            callbacks=self.callbacks.state_dict(),
-            rng=checkpoint.rng_state(self._generators),
-        )
+        state.update(self.state.to_checkpoint())  # every TrainingState field under its own name
+        state.update(optimizer=self.optimizer.state_dict(), callbacks=self.callbacks.state_dict(),
+                     rng=checkpoint.rng_state(self._generators))
         checkpoint.save_atomic(state, self.last_path)
         if self.save_total_limit:
             self._keep_epoch_copy(epoch, state)
@@ -331,14 +330,8 @@ class CustomTrainer(Trainer):
             raise CheckpointError(f"{resume_file} was written by {state['model']}, not {self.config['model']}")
         self._restore_weights(state)
         self.optimizer.load_state_dict(state["optimizer"])
-        self.finished = bool(state["finished"])
+        self.state = TrainingState.from_checkpoint(state)
         self.start_epoch = self.epochs if self.finished else state["epoch"] + 1
-        self.cur_step = state["cur_step"]
-        self.best_valid_score = state["best_valid_score"]
-        self.best_epoch = state["best_epoch"]
-        self.best_valid_result = state["best_valid_result"]
-        self.initial_valid_result = state["initial_valid_result"]
-        self.train_loss_dict = dict(state["train_loss_dict"])
         self.callbacks.load_state_dict(state["callbacks"])
         self._pending_rng = state["rng"]
         self.logger.info(

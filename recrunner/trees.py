@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .state import TrainingState
 from .trainer import CustomTrainer
 
 
@@ -43,6 +44,7 @@ class TreeTrainer(CustomTrainer):
 
         from . import compat
 
+        self.state = TrainingState()  # first: RecBole's __init__ assigns some of its fields
         with compat.recbole_tensorboard_writer(writer):
             self.library_trainer.__init__(self, config, model)  # RecBole's: conversion settings, evaluator
         self._init_loop_state(config, callbacks, hparams)
@@ -50,7 +52,7 @@ class TreeTrainer(CustomTrainer):
         checkpoints.mkdir(parents=True, exist_ok=True)
         # RecBole names these after the local time; the booster between epochs, never read back by recrunner
         self.temp_file = self.temp_best_file = str(checkpoints / "booster.tmp")
-        self.start_epoch, self.train_loss_dict, self.clip_grad_norm = 0, {}, None
+        self.start_epoch, self.clip_grad_norm = 0, None
         self.device = torch.device("cpu")
         self.wandblogger = WandbLogger(config)
         params = config["xgb_params"] or config["lgb_params"] or {}

@@ -1,13 +1,14 @@
 """One experiment end to end: run directory, TensorBoard, logs, metrics.json."""
 
 import json
+import subprocess
 import sys
 
 import torch
 
 from recrunner import Experiment, run_experiment
 
-from .conftest import TINY_BPR, TINY_SASREC, read_hparams, read_scalars
+from .conftest import REPO, TINY_BPR, TINY_SASREC, read_hparams, read_scalars
 
 
 def test_run_writes_the_run_directory_of_design_md(workspace):
@@ -85,15 +86,24 @@ def test_a_finished_run_is_not_trained_again(workspace):
 
 def test_every_checkpoint_opens_with_weights_only(workspace):
     result = run_experiment(Experiment("SASRec", "ml-100k", TINY_SASREC), workspace, console=False)
-    for path in (result.run_dir / "checkpoints").glob("*.pth"):
-        state = torch.load(path, weights_only=True)
-        assert state["format_version"] == 1
+    checkpoints = result.run_dir / "checkpoints"
+    assert sorted(path.name for path in checkpoints.glob("*.pth")) == ["best.pth", "last.pth"]
+    for kind in ("best", "last"):
+        state = torch.load(checkpoints / f"{kind}.pth", weights_only=True)
+        assert state["format_version"] == 1 and state["kind"] == kind
 
 
 def test_recbole_quick_start_and_ray_are_never_imported(workspace):
-    run_experiment(Experiment("BPR", "ml-100k", TINY_BPR), workspace, console=False)
-    assert "recbole.quick_start" not in sys.modules
-    assert "ray" not in sys.modules
+    # in a fresh interpreter: other tests of this session import ray on purpose (the Ray backend)
+    code = (
+        "import sys, json; from pathlib import Path; from recrunner import Experiment, Workspace, run_experiment\n"
+        f"ws = Workspace(Path({str(workspace.output_dir)!r}), Path({str(workspace.data_path)!r}), "
+        f"Path({str(workspace.config_dir)!r}))\n"
+        f"result = run_experiment(Experiment('BPR', 'ml-100k', {TINY_BPR!r}), ws, console=False)\n"
+        "print(json.dumps([result.status, 'recbole.quick_start' in sys.modules, 'ray' in sys.modules]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == ["ok", False, False], proc.stderr[-2000:]
 
 
 def test_ml_1m_loads_from_the_shared_datasets(tmp_path, shared_datasets):

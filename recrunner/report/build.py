@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ..callbacks import metric_bigger
 from ..errors import ConfigError
+from ..record import FILE_NAME, RunRecord
 from ..rundir import write_text_atomic
 from ..sweep.results import best_configurations
 from . import stats
@@ -46,17 +47,16 @@ class Report:
 def discover(sweep_dir: Path) -> list[dict]:
     """A row per run under `sweep_dir` (metrics.json), with its parameters and run directory."""
     rows = []
-    for path in sorted(Path(sweep_dir).rglob("metrics.json")):
-        try:
-            metrics = json.loads(path.read_text())
-        except (OSError, ValueError):
+    for path in sorted(Path(sweep_dir).rglob(FILE_NAME)):
+        record = RunRecord.read(path)
+        if record is None:
             continue
-        row = {"run_dir": path.parent, "model": metrics.get("model"), "dataset": metrics.get("dataset"),
-               "status": metrics.get("status"), "seed": metrics.get("seed"), "error": metrics.get("error"),
-               "valid_metric": metrics.get("valid_metric") or "mrr@10",
-               "best_valid_score": metrics.get("best_valid_score"), "initial_valid": metrics.get("initial_valid") or {},
-               "params": {k: v for k, v in (metrics.get("params") or {}).items() if k != "seed"}}
-        row.update({f"test/{k}": v for k, v in (metrics.get("test") or {}).items()})
+        row = {"run_dir": path.parent, "model": record.model, "dataset": record.dataset,
+               "status": record.status.value, "seed": record.seed, "error": record.error,
+               "valid_metric": record.valid_metric or "mrr@10",
+               "best_valid_score": record.best_valid_score, "initial_valid": record.initial_valid,
+               "params": {k: v for k, v in record.params.items() if k != "seed"}}
+        row.update({f"test/{k}": v for k, v in record.test.items()})
         rows.append(row)
     return rows
 

@@ -18,6 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from ..callbacks import metric_bigger
+from ..record import RunRecord
 from ..rundir import write_text_atomic
 
 ID_COLUMNS = ("cell", "model", "dataset")
@@ -28,19 +29,19 @@ TAIL_COLUMNS = ("status", "error", "best_epoch", "epochs_trained", "data_seconds
 def cell_row(cell_id: str, model: str, dataset: str, params: dict, swept, run_dir: Path | None,
              error: str | None = None) -> dict:
     """One results row from a cell's metrics.json (status pending when it has none yet)."""
-    metrics = _read_json(run_dir / "metrics.json") if run_dir is not None else {}
+    record = RunRecord.read(run_dir) if run_dir is not None else None
     row = {"cell": cell_id, "model": model, "dataset": dataset}
-    row.update({name: params.get(name, metrics.get("seed") if name == "seed" else None) for name in swept})
-    row["seed"] = metrics.get("seed", params.get("seed"))
-    row["status"] = metrics.get("status", "failed" if error else "pending")
-    row["error"] = metrics.get("error") or error
+    seed = record.seed if record and record.seed is not None else params.get("seed")
+    row.update({name: params.get(name, seed if name == "seed" else None) for name in swept})
+    row["seed"] = seed
+    row["status"] = record.status.value if record else ("failed" if error else "pending")
+    row["error"] = (record.error if record else None) or error
     for key in ("best_epoch", "epochs_trained", "data_seconds", "train_seconds", "test_seconds", "valid_metric"):
-        row[key] = metrics.get(key)
-    row["seconds"] = round(sum(metrics.get(k) or 0 for k in ("pretrain_seconds", "data_seconds", "train_seconds",
-                                                              "test_seconds")), 3) or None
-    row["best_valid_score"] = metrics.get("best_valid_score")
-    row.update({f"valid/{k}": v for k, v in (metrics.get("best_valid") or {}).items()})
-    row.update({f"test/{k}": v for k, v in (metrics.get("test") or {}).items()})
+        row[key] = getattr(record, key) if record else None
+    row["seconds"] = record.seconds if record else None
+    row["best_valid_score"] = record.best_valid_score if record else None
+    row.update({f"valid/{k}": v for k, v in (record.best_valid if record else {}).items()})
+    row.update({f"test/{k}": v for k, v in (record.test if record else {}).items()})
     return row
 
 
@@ -147,9 +148,3 @@ def _csv_value(value):
         return json.dumps(value)
     return value
 
-
-def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}

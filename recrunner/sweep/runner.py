@@ -21,7 +21,7 @@ from ..config import setting
 from ..datacache import data_key
 from ..errors import ConfigError, RunInterrupted
 from ..experiment import Experiment, Workspace, prepare
-from ..rundir import read_metrics
+from ..record import FILE_NAME, RunRecord, Status
 from ..tensorboard import write_experiment
 from .executors import InProcess, LocalProcesses, RayCluster
 from .grid import Cell, swept_parameters
@@ -167,7 +167,8 @@ class _Sweep:
                 self._count("failed")
                 self.out(cell_line(item, {"status": "failed", "error": item.error}).split(" (log:")[0])
                 continue
-            if not self.options.restart and (read_metrics(item.run_dir / "metrics.json") or {}).get("status") == "ok":
+            previous = None if self.options.restart else RunRecord.read(item.run_dir)
+            if previous is not None and previous.status is Status.OK:
                 self._count("skipped")
                 continue
             queue.append((item.cell_id, item.data_key))
@@ -242,13 +243,12 @@ class _Sweep:
         """Runs in this sweep folder from earlier commands with other cells: their rows stay."""
         planned = {p.run_dir for p in self.planned if p.run_dir is not None}
         rows = []
-        for path in sorted(self.sweep_dir.glob("*/*/*/metrics.json")):
+        for path in sorted(self.sweep_dir.glob(f"*/*/*/{FILE_NAME}")):
             if path.parent in planned:
                 continue
-            metrics = read_metrics(path) or {}
+            record = RunRecord.read(path) or RunRecord()
             cell_id = "/".join(path.parent.parts[-3:])
-            rows.append(cell_row(cell_id, metrics.get("model"), metrics.get("dataset"), metrics.get("params") or {},
-                                 self.swept, path.parent))
+            rows.append(cell_row(cell_id, record.model, record.dataset, record.params, self.swept, path.parent))
         return rows
 
     def _progress_line(self, cell_id, result) -> str:

@@ -1,0 +1,94 @@
+"""A run's record, metrics.json: the one type that writes and reads it, and the run statuses.
+
+Written at the start of a run (status running) and at its end (ok, failed or interrupted), always
+atomically; every reader (the experiment itself, sweep tables, the report, the HParams columns,
+`--dry-run`) goes through `RunRecord.read`, which tolerates keys it does not know and gives each
+missing field its default, so records written by older versions stay readable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+FILE_NAME = "metrics.json"
+
+
+class Status(str, enum.Enum):
+    """A run's status; the values are what metrics.json, results.csv and the report show."""
+
+    RUNNING = "running"          # started, not ended (or the process died without a word)
+    OK = "ok"                    # trained and tested
+    FAILED = "failed"            # ended with an error (the record says which)
+    INTERRUPTED = "interrupted"  # SIGTERM / Ctrl-C: the same command resumes it
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass
+class RunRecord:
+    status: Status = Status.RUNNING
+    error: str | None = None
+    model: str | None = None
+    dataset: str | None = None
+    sweep: str | None = None
+    run_id: str | None = None
+    params: dict = field(default_factory=dict)       # what the run set (grid, --config-file, --set)
+    seed: int | None = None
+    valid_metric: str | None = None
+    fingerprint: str | None = None                   # the settings that make this run this run
+    started: str | None = None
+    finished: str | None = None
+    versions: dict = field(default_factory=dict)
+    best_epoch: int | None = None
+    best_valid_score: float | None = None
+    best_valid: dict = field(default_factory=dict)   # validation metrics of the best epoch
+    initial_valid: dict = field(default_factory=dict)  # epoch -1
+    test: dict = field(default_factory=dict)         # test metrics with the best weights
+    epochs_trained: int | None = None
+    pretrain_seconds: float | None = None            # S3Rec, RaCT: their pre-training stages
+    data_seconds: float | None = None
+    train_seconds: float | None = None
+    test_seconds: float | None = None
+
+    @property
+    def seconds(self) -> float | None:
+        """The run's own time: pre-training, data, training and test."""
+        parts = (self.pretrain_seconds, self.data_seconds, self.train_seconds, self.test_seconds)
+        return round(sum(p or 0 for p in parts), 3) or None
+
+    def to_json(self) -> dict:
+        values = dataclasses.asdict(self)
+        values["status"] = self.status.value
+        if self.pretrain_seconds is None:  # only staged models have it
+            del values["pretrain_seconds"]
+        return values
+
+    @classmethod
+    def from_json(cls, data: dict) -> "RunRecord":
+        known = {f.name for f in dataclasses.fields(cls)}
+        values: dict[str, Any] = {k: v for k, v in data.items() if k in known and v is not None}
+        status = values.get("status", Status.FAILED.value)
+        values["status"] = Status(status) if status in Status._value2member_map_ else Status.FAILED
+        return cls(**values)
+
+    @classmethod
+    def read(cls, path: Path) -> "RunRecord | None":
+        """The record at `path` (a run directory or its metrics.json); None if absent or unreadable."""
+        path = Path(path)
+        path = path / FILE_NAME if path.is_dir() else path
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        return cls.from_json(data) if isinstance(data, dict) else None
+
+    def write(self, path: Path) -> None:
+        from .rundir import write_text_atomic
+
+        write_text_atomic(Path(path), json.dumps(self.to_json(), indent=2, default=str) + "\n")
