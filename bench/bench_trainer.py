@@ -32,13 +32,14 @@ def one_run(kind: str, model: str, epochs: int, workdir: Path) -> dict:
     from recbole.trainer import Trainer
     from recbole.utils import get_model, init_seed
 
-    from recrunner import compat
+    from recrunner.seams.config import recbole_argv_cleared
+    from recrunner.seams.environment import quiet_known_warnings
     from recrunner.trainer import CustomTrainer
 
-    compat.quiet_known_warnings()
+    quiet_known_warnings()
     params = {**PARAMS[model], "epochs": epochs, "stopping_step": 1000, "show_progress": False,
               "checkpoint_dir": str(workdir / "ckpt")}
-    with compat.recbole_argv_cleared():
+    with recbole_argv_cleared():
         config = Config(model=model, dataset="ml-100k", config_dict=params)
     init_seed(config["seed"], config["reproducibility"])
     train, valid, _ = data_preparation(config, create_dataset(config))

@@ -3,7 +3,7 @@
 Layers, lowest to highest: RecBole's own defaults, configs/base.yaml, configs/datasets/<d>.yaml,
 configs/models/<m>.yaml, then the run's overrides (grid parameters, --config-file, --set).
 recrunner merges its layers into one dict and hands it to RecBole as `config_dict`, RecBole's
-top layer, with sys.argv hidden (compat.recbole_argv_cleared).
+top layer, with sys.argv hidden (seams.config.recbole_argv_cleared).
 """
 
 from __future__ import annotations

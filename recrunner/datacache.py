@@ -25,6 +25,7 @@ import pickle
 from pathlib import Path
 
 from .rundir import atomic_file, file_lock
+from .seams.dataset import dataset_class_name, reuse_built
 
 logger = logging.getLogger("recrunner")
 
@@ -49,10 +50,7 @@ def load_data(config, cache_dir: Path | None):
         else:
             logger.info(f"data cache: reusing {path.name} (the dataset and its split)")
     dataset, built = entry
-    for part in (dataset, *built):
-        part.config = config  # same data settings by construction; the run's other settings apply
-    dataset.build = lambda: built  # data_preparation then only makes this run's samplers and loaders
-    return data_preparation(config, dataset)
+    return data_preparation(config, reuse_built(config, dataset, built))
 
 
 def data_key(config) -> str:
@@ -67,7 +65,7 @@ def data_key(config) -> str:
         "format": CACHE_FORMAT,
         "recbole": recbole.__version__,
         "dataset": config["dataset"],
-        "class": _dataset_class_name(config),
+        "class": dataset_class_name(config),
         "settings": settings,
         "seed": config["seed"] if random_split else None,
         "files": _folder_fingerprint(Path(config["data_path"])),
@@ -75,17 +73,6 @@ def data_key(config) -> str:
     return hashlib.sha256(json.dumps(description, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _dataset_class_name(config) -> str:
-    """The class `recbole.data.create_dataset` would instantiate."""
-    import importlib
-
-    from recbole.utils import ModelType
-
-    module = importlib.import_module("recbole.data.dataset")
-    if hasattr(module, config["model"] + "Dataset"):
-        return config["model"] + "Dataset"
-    return {ModelType.SEQUENTIAL: "SequentialDataset", ModelType.KNOWLEDGE: "KnowledgeBasedDataset"}.get(
-        config["MODEL_TYPE"], "Dataset")
 
 
 def _folder_fingerprint(folder: Path) -> list:

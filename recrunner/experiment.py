@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from . import __version__, compat, per_user
+from . import __version__, per_user
 from .accumulation import accumulation_steps
 from .callbacks import default_callbacks, with_defaults
 from .checkpoint import load as load_checkpoint
@@ -26,12 +26,17 @@ from .checkpoint import to_plain
 from .config import RECRUNNER_DEFAULTS, check_overrides, check_valid_metric, layered_params, setting
 from .data import check_additional_files, resolve_data_path
 from .datacache import load_data
-from .errors import CheckpointError, ConfigError, RecrunnerError, RunInterrupted, one_line
+from .errors import ConfigError, RecrunnerError, RunInterrupted, one_line
 from .families import pretraining_stages
 from .models import check_requirements, failure_hint, resolve_model, trainer_class_for
 from .record import RunRecord, Status
+from .resume import bring_best_checkpoint, resumable_state, resume_point
 from .rundir import RunPaths, fingerprint, make_run_id, run_paths, write_config
 from .runlog import run_logging
+from .seams.config import honour_data_path, recbole_argv_cleared, recbole_model_defaults
+from .seams.environment import check_environment, quiet_known_warnings
+from .seams.models import model_class as recbole_model_class
+from .seams.models import repair_model
 from .tensorboard import RunWriter, write_experiment
 from .trainer import CustomTrainer, default_hparams
 
@@ -91,12 +96,12 @@ def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
     """Resolve and validate everything; raises ConfigError and touches no file."""
     from recbole.config import Config
 
-    compat.check_environment()
-    compat.quiet_known_warnings()
+    check_environment()
+    quiet_known_warnings()
     model = resolve_model(experiment.model)
     check_requirements(model)
     data_path = resolve_data_path(experiment.dataset, workspace.data_path)
-    file_layers = {**compat.recbole_model_defaults(model),
+    file_layers = {**recbole_model_defaults(model),
                    **layered_params(workspace.config_dir, model, experiment.dataset, {})}
     params = dict(experiment.params)
 
@@ -127,9 +132,9 @@ def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
 
 def _recbole_config(config_class, model, dataset, config_dict):
     try:
-        with compat.recbole_argv_cleared():
+        with recbole_argv_cleared():
             config = config_class(model=model, dataset=dataset, config_dict=config_dict)
-        compat.honour_data_path(config, config_dict["data_path"])
+        honour_data_path(config, config_dict["data_path"])
         return config
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise ConfigError(f"RecBole rejected the configuration of {model} on {dataset}: {exc}") from None
@@ -139,7 +144,7 @@ def run_experiment(experiment: Experiment, workspace: Workspace, *, restart: boo
                    resume_from: Path | None = None, callbacks: Sequence = (), console: bool = True) -> RunResult:
     """Run (or resume, or skip if finished) one experiment; see the module docstring."""
     prepared = prepare(experiment, workspace)
-    resume_state = _resumable_state(resume_from) if resume_from is not None else None
+    resume_state = resumable_state(resume_from) if resume_from is not None else None
     paths = prepared.paths
     previous = RunRecord.read(paths.metrics)
     if previous and not restart:
@@ -166,9 +171,9 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
     record.write(paths.metrics)
     if resume_from is not None:
         resume = Path(resume_from), int(resume_state["epoch"])
-        _bring_best_checkpoint(Path(resume_from), resume_state["best_epoch"], paths)
+        bring_best_checkpoint(Path(resume_from), resume_state["best_epoch"], paths)
     else:
-        resume = _resume_point(paths)
+        resume = resume_point(paths)
     writer = RunWriter(paths.run_dir, purge_step=resume[1] + 1 if resume else None)
     status, error, trainer = Status.FAILED, None, None
     try:
@@ -224,8 +229,8 @@ def _build_trainer(prepared: PreparedRun, run_dir: Path, train_data, writer, cal
 
     config = prepared.config
     init_seed(config["seed"], config["reproducibility"])
-    model_class = compat.model_class(config["model"], detect_anomaly=setting(config, "detect_anomaly"))
-    model = compat.repair_model(model_class(config, train_data._dataset).to(config["device"]))
+    model_class = recbole_model_class(config["model"], detect_anomaly=setting(config, "detect_anomaly"))
+    model = repair_model(model_class(config, train_data._dataset).to(config["device"]))
     logger.info(model, extra={"file_only": True})
     callbacks = with_defaults(default_callbacks(config, run_dir), callbacks)
     return prepared.trainer_class(config, model, writer=writer, callbacks=callbacks, hparams=prepared.hparams)
@@ -246,7 +251,7 @@ def _run_pretraining_stages(prepared: PreparedRun, workspace: Workspace, callbac
         stage_paths.create()
         config["train_stage"], config["pre_model_path"] = stage, pre_model_path
         config["checkpoint_dir"] = str(stage_paths.checkpoints)
-        resume = _resume_point(stage_paths)
+        resume = resume_point(stage_paths)
         done = resume is not None and load_checkpoint(resume[0]).get("finished") and stage_paths.best.is_file()
         if done:
             logger.info(f"pre-training stage {stage}: finished before, using {stage_paths.best}")
@@ -265,47 +270,6 @@ def _run_pretraining_stages(prepared: PreparedRun, workspace: Workspace, callbac
         pre_model_path = str(stage_paths.best)
     config["train_stage"], config["pre_model_path"] = "finetune", pre_model_path
     config["checkpoint_dir"] = str(prepared.paths.checkpoints)
-
-
-def _resumable_state(path: Path) -> dict:
-    """An explicit --resume-from file: it must open and hold a full training state."""
-    state = load_checkpoint(path)
-    if state.get("kind") != "last":
-        raise CheckpointError(f"{path} holds weights only (best.pth); resume needs last.pth or epoch-NNNN.pth")
-    return state
-
-
-def _resume_point(paths: RunPaths) -> tuple[Path, int] | None:
-    """This run's checkpoint to continue from and its epoch; falls back past corrupt files."""
-    for candidate in [paths.last, *paths.epoch_copies()]:
-        if not candidate.exists():
-            continue
-        try:
-            state = load_checkpoint(candidate)
-        except CheckpointError as exc:
-            logger.warning(f"{exc}; trying an older checkpoint")
-            continue
-        return candidate, int(state["epoch"])
-    if paths.last.exists() or paths.epoch_copies():
-        logger.warning("no intact checkpoint to resume from: starting this run over")
-    for stale in paths.event_files():  # curves of an attempt that left no checkpoint
-        stale.unlink()
-    return None
-
-
-def _bring_best_checkpoint(resume_from: Path, best_epoch, paths: RunPaths) -> None:
-    """A run continued in another directory needs the best weights seen before the resume point."""
-    import shutil
-
-    source = resume_from.parent / "best.pth"
-    if paths.best.exists() or source.resolve() == paths.best.resolve():
-        return
-    if source.is_file() and load_checkpoint(source)["epoch"] == best_epoch:
-        shutil.copy2(source, paths.best)
-        logger.info(f"copied {source} (the best weights as of {resume_from.name}) into this run")
-    elif best_epoch is not None:
-        logger.warning(f"the best weights as of {resume_from} (epoch {best_epoch}) are not beside it; "
-                       "test scoring will use the best epoch trained from here on")
 
 
 def _initial_record(prepared: PreparedRun) -> RunRecord:

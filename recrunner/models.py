@@ -69,7 +69,7 @@ class Requirement:
 
 
 # optional packages some models import (none is a RecBole requirement); README: Every RecBole model.
-# KGIN and MCCLK import torch_scatter: recrunner.compat supplies its two functions when it is missing.
+# KGIN and MCCLK import torch_scatter: recrunner.seams.torch_scatter supplies its two functions when it is missing.
 REQUIREMENTS = {
     "NCL": Requirement("faiss", "pip install 'recrunner[ncl]' (faiss-cpu)"),
     "XGBoost": Requirement("xgboost", "pip install 'recrunner[trees]' (xgboost)"),

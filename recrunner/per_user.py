@@ -1,15 +1,15 @@
 """Per-user test metrics, the raw material of paired significance tests between models.
 
 RecBole averages each top-k metric over users inside its Evaluator and keeps only the mean.
-`capture_per_user` wraps one `evaluate` call, keeps the evaluation's data (the top-k hit matrix)
-and recomputes every top-k metric per user with RecBole's own metric classes, so the mean of
+`seams.evaluator.capture_per_user` wraps one `evaluate` call and keeps the evaluation's data (the
+top-k hit matrix); `per_user_metrics` recomputes every top-k metric per user with RecBole's own
+metric classes, so the mean of
 the per-user values is the number RecBole reports. Saved as `test_per_user.npz`: `users` (the
 internal user ids, in evaluation order) and one float array per metric (`ndcg@10`, ...).
 """
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 from pathlib import Path
 
@@ -18,24 +18,6 @@ import numpy as np
 from .rundir import atomic_file
 
 
-@contextlib.contextmanager
-def capture_per_user(trainer, eval_data, sink: dict):
-    """During the block, `sink` receives {metric: per-user values, "users": ids} of trainer.evaluate."""
-    evaluator = trainer.evaluator
-    original = evaluator.evaluate
-
-    def evaluate_and_keep(struct):
-        sink.update(per_user_metrics(struct, trainer.config))
-        users = getattr(eval_data, "uid_list", None)
-        if users is not None and len(users) == len(next(iter(sink.values()), ())):
-            sink["users"] = np.asarray(users)
-        return original(struct)
-
-    evaluator.evaluate = evaluate_and_keep
-    try:
-        yield sink
-    finally:
-        del evaluator.evaluate  # back to the class's method
 
 
 def per_user_metrics(struct, config) -> dict:

@@ -21,12 +21,15 @@ import torch
 from recbole.trainer import Trainer
 from recbole.utils import dict2str, set_color
 
-from . import checkpoint, compat, model_state, per_user
+from . import checkpoint
 from .accumulation import GradientAccumulator, accumulation_steps
 from .callbacks import CallbackHandler, TrainerControl, default_callbacks, improved, with_defaults
 from .callbacks.base import total_loss
-from .errors import CheckpointError, TrainingFailed, one_line
+from .errors import TrainingFailed, one_line
+from .checkpointing import Checkpointing
 from .state import TrainingState, state_attribute
+from .seams.evaluator import capture_per_user
+from .seams.tensorboard import recbole_tensorboard_writer
 from .tensorboard import RunWriter
 
 
@@ -34,7 +37,7 @@ class _NonFiniteLoss(Exception):
     """Ends an epoch at its first non-finite batch loss (caught in _train_and_log)."""
 
 
-class CustomTrainer(Trainer):
+class CustomTrainer(Checkpointing, Trainer):
     """`fit(train_data, valid_data=None, verbose=True, saved=True, show_progress=False,
     callback_fn=None) -> (best_valid_score, best_valid_result)`, as RecBole's.
 
@@ -60,7 +63,7 @@ class CustomTrainer(Trainer):
         checkpoint_dir = Path(config["checkpoint_dir"])
         checkpoint_dir.mkdir(parents=True, exist_ok=True)
         writer = writer or RunWriter(checkpoint_dir)
-        with compat.recbole_tensorboard_writer(writer):
+        with recbole_tensorboard_writer(writer):
             super().__init__(config, model)
         self._init_loop_state(config, callbacks, hparams)
         if self.accumulation_steps > 1:  # the accumulator clips the mean gradient, once per step
@@ -270,90 +273,13 @@ class CustomTrainer(Trainer):
         )
         self.logger.info(set_color("valid result", "blue") + ": \n" + dict2str(result))
 
-    # ------------------------------------------------------------------ checkpoints
-    def _save_checkpoint(self, epoch, verbose=True, **kwargs):
-        """RecBole's name for saving the checkpoint that testing loads: best.pth here."""
-        self._save_best_checkpoint(epoch, verbose)
-
-    def _save_best_checkpoint(self, epoch, verbose=True):
-        state = self._weights_state(kind="best", epoch=epoch)
-        state["best_valid_score"] = _plain_score(self.best_valid_score)
-        checkpoint.save_atomic(state, self.best_path)
-        if verbose:
-            self.logger.info(set_color("Saving best", "blue") + f": {self.best_path} (epoch {epoch})")
-        self._call("on_checkpoint_saved", path=self.best_path, kind="best")
-
-    def save_training_state(self, epoch):
-        """last.pth: everything needed to continue exactly after `epoch` (not an export)."""
-        state = self._weights_state(kind="last", epoch=epoch)
-        state.update(self.state.to_checkpoint())  # every TrainingState field under its own name
-        state.update(optimizer=self.optimizer.state_dict(), callbacks=self.callbacks.state_dict(),
-                     rng=checkpoint.rng_state(self._generators))
-        checkpoint.save_atomic(state, self.last_path)
-        if self.save_total_limit:
-            self._keep_epoch_copy(epoch, state)
-        self._call("on_checkpoint_saved", path=self.last_path, kind="last")
-
-    def _keep_epoch_copy(self, epoch, state):
-        checkpoint.save_atomic(state, self.last_path.parent / f"epoch-{epoch:04d}.pth")
-        copies = sorted(self.last_path.parent.glob("epoch-*.pth"))
-        for old in copies[: -int(self.save_total_limit)]:
-            old.unlink(missing_ok=True)
-
-    def _weights_state(self, kind, epoch):
-        """The model's weights and state (model_state) with what identifies the checkpoint."""
-        try:
-            other = model_state.save(self.model, self.extra_state_names)
-        except TypeError as exc:
-            raise CheckpointError(f"{self.config['model']} keeps state recrunner cannot save safely: {exc}") from None
-        return {
-            "format_version": checkpoint.FORMAT_VERSION,
-            "kind": kind,
-            "epoch": epoch,
-            "model": self.config["model"],
-            "state_dict": self.model.state_dict(),
-            "other_parameter": other,
-            "config": checkpoint.to_plain(self.config.final_config_dict),
-        }
-
-    def _restore_weights(self, state):
-        """The inverse of `_weights_state`, for resume and for test scoring."""
-        self.model.load_state_dict(state["state_dict"])
-        model_state.restore(self.model, state.get("other_parameter"))
-
-    def resume_checkpoint(self, resume_file):
-        """Load a last.pth (or epoch-N.pth) and continue after its epoch, exactly."""
-        state = checkpoint.load(resume_file, map_location=self.device)
-        if state.get("kind") != "last":
-            raise CheckpointError(f"{resume_file} holds weights only (best.pth); resume needs last.pth or epoch-N.pth")
-        if state["model"] != self.config["model"]:
-            raise CheckpointError(f"{resume_file} was written by {state['model']}, not {self.config['model']}")
-        self._restore_weights(state)
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.state = TrainingState.from_checkpoint(state)
-        self.start_epoch = self.epochs if self.finished else state["epoch"] + 1
-        self.callbacks.load_state_dict(state["callbacks"])
-        self._pending_rng = state["rng"]
-        self.logger.info(
-            f"Resumed from {resume_file}: epoch {state['epoch']} done, continuing at epoch {self.start_epoch}"
-            f" (best epoch {self.best_epoch}, best score {self.best_valid_score})"
-        )
-        return state
-
-    def load_best_weights(self, path=None):
-        path = Path(path or self.best_path)
-        state = checkpoint.load(path, map_location=self.device)
-        self._restore_weights(state)
-        self.logger.info(f"Loading model parameters from {path} (epoch {state['epoch']})")
-        return state
-
     def test(self, test_data, show_progress=False) -> dict:
         """Score `test_data` with the best weights; Test/* scalars at the best epoch, on_test_end.
 
         The per-user values of the top-k metrics are kept in `self.test_per_user` (recrunner.per_user).
         """
         self.test_per_user = {}
-        with per_user.capture_per_user(self, test_data, self.test_per_user):
+        with capture_per_user(self, test_data, self.test_per_user):
             result = dict(self.evaluate(test_data, load_best_model=True, show_progress=show_progress))
         self._log_metrics_to_tensorboard(result, self.best_epoch if self.best_epoch is not None else 0, prefix="Test")
         self.logger.info(set_color("test result", "yellow") + ": \n" + dict2str(result))
@@ -396,10 +322,6 @@ class CustomTrainer(Trainer):
 def _generators_of(**loaders) -> dict:
     return {name: loader.generator for name, loader in loaders.items()
             if loader is not None and isinstance(getattr(loader, "generator", None), torch.Generator)}
-
-
-def _plain_score(score):
-    return float(score) if score is not None else None
 
 
 def default_hparams(config) -> dict:

@@ -42,10 +42,10 @@ class TreeTrainer(CustomTrainer):
 
         from recbole.utils import WandbLogger
 
-        from . import compat
+        from .seams.tensorboard import recbole_tensorboard_writer
 
         self.state = TrainingState()  # first: RecBole's __init__ assigns some of its fields
-        with compat.recbole_tensorboard_writer(writer):
+        with recbole_tensorboard_writer(writer):
             self.library_trainer.__init__(self, config, model)  # RecBole's: conversion settings, evaluator
         self._init_loop_state(config, callbacks, hparams)
         checkpoints = Path(config["checkpoint_dir"])

@@ -37,13 +37,13 @@ def _one_command(config, model_class) -> dict:
     from recbole.data import create_dataset, data_preparation
     from recbole.utils import get_trainer, init_seed
 
-    from recrunner import compat
+    from recrunner.seams.models import repair_model
 
     init_seed(config["seed"], config["reproducibility"])
     dataset = create_dataset(config)
     train_data, valid_data, test_data = data_preparation(config, dataset)
     init_seed(config["seed"], config["reproducibility"])
-    model = compat.repair_model(model_class(config, train_data._dataset).to(config["device"]))
+    model = repair_model(model_class(config, train_data._dataset).to(config["device"]))
     trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
     _, best_valid = trainer.fit(train_data, valid_data, saved=True)
     if config["train_stage"] not in (None, "finetune"):  # a pre-training command ends here

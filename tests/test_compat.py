@@ -6,7 +6,8 @@ import sys
 import numpy as np
 import pytest
 
-from recrunner import compat
+from recrunner.seams import config as config_seam
+from recrunner.seams import environment
 from recrunner.errors import EnvironmentProblem
 
 from .conftest import TINY_BPR
@@ -15,28 +16,28 @@ from .conftest import TINY_BPR
 def _config(model, dataset, data_path, **extra):
     from recbole.config import Config
 
-    with compat.recbole_argv_cleared():
+    with config_seam.recbole_argv_cleared():
         return Config(model=model, dataset=dataset, config_dict={"data_path": str(data_path), **extra})
 
 
 def test_incompatible_versions_are_named_with_their_fix():
-    problems = compat.incompatibilities({"numpy": "2.1.0", "pandas": "3.0.1", "scipy": "1.13.0"})
+    problems = environment.incompatibilities({"numpy": "2.1.0", "pandas": "3.0.1", "scipy": "1.13.0"})
     assert problems == [
         "numpy 2.1.0 is installed but RecBole 1.2.1's Config uses aliases numpy 2 removed: pip install 'numpy<2'",
         "pandas 3.0.1 is installed but RecBole 1.2.1 silently corrupts missing features under pandas 3: pip install 'pandas<3'",
         "scipy 1.13.0 is installed but RecBole 1.2.1's graph models (LightGCN, NGCF, NCL...) cannot be built: pip install 'scipy<1.13'",
     ]
-    assert compat.incompatibilities({"numpy": "1.26.4", "pandas": "2.3.3", "scipy": "1.12.0"}) == []
+    assert environment.incompatibilities({"numpy": "1.26.4", "pandas": "2.3.3", "scipy": "1.12.0"}) == []
 
 
 def test_the_installed_environment_passes_the_check():
-    compat.check_environment()
+    environment.check_environment()
 
 
 def test_check_environment_raises_a_config_error(monkeypatch):
-    monkeypatch.setattr(compat, "installed_versions", lambda: {"pandas": "3.0.0"})
+    monkeypatch.setattr(environment, "installed_versions", lambda: {"pandas": "3.0.0"})
     with pytest.raises(EnvironmentProblem, match="pip install 'pandas<3'"):
-        compat.check_environment()
+        environment.check_environment()
 
 
 def test_recbole_config_builds(tmp_path):  # numpy >= 2: AttributeError on np.float_
@@ -97,12 +98,12 @@ def test_recbole_turns_on_anomaly_detection_for_every_model_and_model_class_turn
     code = """
 import torch
 from recbole.utils import get_model
-from recrunner import compat
+from recrunner.seams.models import model_class
 get_model("SASRec")
 print(torch.is_anomaly_enabled())
-compat.model_class("BPR")
+model_class("BPR")
 print(torch.is_anomaly_enabled())
-compat.model_class("BPR", detect_anomaly=True)
+model_class("BPR", detect_anomaly=True)
 print(torch.is_anomaly_enabled())
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()

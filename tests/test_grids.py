@@ -6,7 +6,6 @@ on top (one epoch, small sizes, users with 10-60 interactions): a cell that cann
 overnight sweep.
 """
 
-from pathlib import Path
 
 import pytest
 

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 import torch
 
 from recrunner import model_state
-from recrunner.torch_scatter_fallback import scatter_mean, scatter_softmax
+from recrunner.seams.torch_scatter import scatter_mean, scatter_softmax
 
 
 def _weights_only_round_trip(value):
@@ -99,9 +99,9 @@ def test_kgin_imports_torch_scatter_even_when_it_is_not_installed():
     import importlib.util
     import sys
 
-    from recrunner import compat
+    from recrunner.seams.models import model_class
 
-    compat.model_class("KGIN")
+    model_class("KGIN")
     assert "torch_scatter" in sys.modules
     if importlib.util.find_spec("torch_scatter") is None or sys.modules["torch_scatter"].__name__.startswith("recrunner"):
         from torch_scatter import scatter_mean as imported

@@ -98,7 +98,7 @@ def test_known_failures_name_the_setting_to_change():
 
 
 def test_tree_models_get_recbole_defaults_its_config_cannot_find():
-    from recrunner.compat import recbole_model_defaults
+    from recrunner.seams.config import recbole_model_defaults
 
     assert recbole_model_defaults("XGBoost")["xgb_params"]["objective"] == "binary:logistic"
     assert recbole_model_defaults("LightGBM")["lgb_num_boost_round"] == 300

@@ -1,7 +1,7 @@
 """torch_scatter's `scatter_mean` and `scatter_softmax` on torch's own scatter_reduce.
 
 KGIN and MCCLK import these two functions from torch_scatter, which PyPI ships only as a source
-package that must be compiled against the installed torch. recrunner.compat registers this
+package that must be compiled against the installed torch. seams.models registers this
 module as `torch_scatter` when the real one is missing. Semantics as torch_scatter 2.1: results
 along `dim` grouped by `index`; an empty group's mean is 0.
 """

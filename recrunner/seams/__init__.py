@@ -1,0 +1,17 @@
+"""Every place recrunner changes RecBole 1.2.1's behaviour from outside, one module per seam.
+
+Nothing here edits the installed package: each seam wraps, sets back or supplies something at
+one call site, and its module's docstring has the table of what RecBole does and what recrunner
+does instead. docs/design.md (Seams) also lists the RecBole methods the trainer overrides or
+calls, which live with the trainer (recrunner/trainer.py, families.py, trees.py).
+
+| module        | RecBole's                                                    | why                                   |
+|---------------|--------------------------------------------------------------|---------------------------------------|
+| environment   | numpy/pandas/scipy/setuptools versions it cannot work with   | a one-line error, not corrupt data    |
+| config        | Config reading sys.argv; ml-100k's data_path; the tree yamls | explicit inputs only                  |
+| models        | get_model's anomaly detection; KSR's dtype; torch_scatter    | speed; models that fail otherwise     |
+| tensorboard   | Trainer.__init__'s cwd-relative writer                       | one event file per run                |
+| evaluator     | Evaluator.evaluate keeps only means                          | per-user values for significance      |
+| dataset       | create_dataset's class choice; Dataset.build per run         | the shared data cache                 |
+| torch_scatter | (KGIN, MCCLK) torch_scatter's scatter_mean, scatter_softmax  | no wheel for this torch on PyPI       |
+"""
