@@ -100,7 +100,7 @@ class CustomTrainer(Checkpointing, Trainer):
         if self.config["train_neg_sample_args"].get("dynamic", False):
             train_data.get_model(self.model)
         if verbose:
-            self._log_start()
+            self._log_start(validating=self.is_validating(valid_data))
         try:
             self._call("on_fit_start")
             if self.is_validating(valid_data) and self.start_epoch == 0:
@@ -116,7 +116,7 @@ class CustomTrainer(Checkpointing, Trainer):
         self._add_hparam_to_tensorboard(self.best_valid_score)
         self._call("on_fit_end")
         if verbose:
-            self._log_end(time() - started)
+            self._log_end(time() - started, validating=self.is_validating(valid_data))
         return self.best_valid_score, self.best_valid_result
 
     def _run_epoch(self, epoch_idx, train_data, valid_data, verbose, saved, show_progress, callback_fn) -> bool:
@@ -223,7 +223,7 @@ class CustomTrainer(Checkpointing, Trainer):
         if verbose:
             self.logger.info(f"Finished training, best eval result in epoch {self.best_epoch}")
 
-    def _log_start(self):
+    def _log_start(self, validating=True):
         config = self.config
         parameters = getattr(self.model, "parameters", None)  # a booster (recrunner.trees) has none
         n_params = sum(p.numel() for p in parameters() if p.requires_grad) if parameters else 0
@@ -233,12 +233,15 @@ class CustomTrainer(Checkpointing, Trainer):
         self.logger.info(
             f"{config['model']} on {config['dataset']}: {n_params:,} trainable parameters, device {self.device}, "
             f"{config['learner']} learning_rate {config['learning_rate']}, batch {config['train_batch_size']}{accumulate}, "
-            f"{self.epochs} epochs, validation every {self.eval_step}; {where}"
+            f"{self.epochs} epochs, " + (f"validation every {self.eval_step}" if validating else "no validation")
+            + f"; {where}"
         )
         self.logger.info("callbacks: " + ", ".join(type(cb).__name__ for cb in self.callbacks))
 
-    def _log_end(self, seconds):
-        if self.best_epoch is None:
+    def _log_end(self, seconds, validating=True):
+        if not validating:
+            self.logger.info(f"training took {seconds:.1f}s (no validation: best.pth holds the newest weights)")
+        elif self.best_epoch is None:
             self.logger.info(f"training took {seconds:.1f}s; no validation improved on the start")
         else:
             self.logger.info(f"training took {seconds:.1f}s; best epoch {self.best_epoch} with "
