@@ -102,6 +102,14 @@ def load(path: Path, map_location="cpu") -> dict:
     return state
 
 
+def load_training_state(path: Path, map_location="cpu") -> dict:
+    """A last.pth or epoch-NNNN.pth, what resume needs; a best.pth is refused with its reason."""
+    state = load(path, map_location)
+    if state.get("kind") != "last":
+        raise CheckpointError(f"{path} holds weights only (best.pth); resume needs last.pth or epoch-NNNN.pth")
+    return state
+
+
 def _load_failure(message: str, exc: Exception) -> str:
     """The informative part of torch.load's error (it wraps it in paragraphs of advice)."""
     _, marker, rest = message.partition("WeightsUnpickler error:")

@@ -72,9 +72,7 @@ class Checkpointing:
 
     def resume_checkpoint(self, resume_file):
         """Load a last.pth (or epoch-N.pth) and continue after its epoch, exactly."""
-        state = checkpoint.load(resume_file, map_location=self.device)
-        if state.get("kind") != "last":
-            raise CheckpointError(f"{resume_file} holds weights only (best.pth); resume needs last.pth or epoch-N.pth")
+        state = checkpoint.load_training_state(resume_file, map_location=self.device)
         if state["model"] != self.config["model"]:
             raise CheckpointError(f"{resume_file} was written by {state['model']}, not {self.config['model']}")
         self._restore_weights(state)

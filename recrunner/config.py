@@ -186,13 +186,16 @@ def coerce_value(key: str, value: Any, default: Any, source: str = "--set") -> A
 
 def check_valid_metric(config) -> None:
     """valid_metric must be one of the metrics RecBole computes for this run."""
+    require_metric(config, "valid_metric", config["valid_metric"])
+
+
+def require_metric(config, key: str, metric) -> str:
+    """`metric` (the value of setting `key`) lower-cased, or a ConfigError listing what this run computes."""
     available = available_metrics(config["metrics"], config["topk"])
-    wanted = str(config["valid_metric"]).lower()
-    if wanted not in available:
-        raise ConfigError(
-            f"valid_metric {config['valid_metric']!r} is not computed by this run; "
-            f"available: {', '.join(available)} (change valid_metric, metrics or topk)"
-        )
+    if str(metric).lower() not in available:
+        raise ConfigError(f"{key} {metric!r} is not computed by this run; "
+                          f"available: {', '.join(available)} (change {key}, metrics or topk)")
+    return str(metric).lower()
 
 
 def available_metrics(metrics, topk) -> list[str]:

@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 
 from . import __version__, per_user
 from .accumulation import accumulation_steps
-from .callbacks import default_callbacks, with_defaults
+from .callbacks import default_callbacks
 from .checkpoint import load as load_checkpoint
 from .checkpoint import to_plain
 from .config import RECRUNNER_DEFAULTS, check_overrides, check_valid_metric, layered_params, setting
@@ -232,8 +232,8 @@ def _build_trainer(prepared: PreparedRun, run_dir: Path, train_data, writer, cal
     model_class = recbole_model_class(config["model"], detect_anomaly=setting(config, "detect_anomaly"))
     model = repair_model(model_class(config, train_data._dataset).to(config["device"]))
     logger.info(model, extra={"file_only": True})
-    callbacks = with_defaults(default_callbacks(config, run_dir), callbacks)
-    return prepared.trainer_class(config, model, writer=writer, callbacks=callbacks, hparams=prepared.hparams)
+    return prepared.trainer_class(config, model, writer=writer, callbacks=callbacks, hparams=prepared.hparams,
+                                  run_dir=run_dir)
 
 
 def _run_pretraining_stages(prepared: PreparedRun, workspace: Workspace, callbacks) -> None:

@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 
 from .checkpoint import load as load_checkpoint
+from .checkpoint import load_training_state
 from .errors import CheckpointError
 from .rundir import RunPaths
 
@@ -19,10 +20,7 @@ logger = logging.getLogger("recrunner")
 
 def resumable_state(path: Path) -> dict:
     """An explicit --resume-from file: it must open and hold a full training state."""
-    state = load_checkpoint(path)
-    if state.get("kind") != "last":
-        raise CheckpointError(f"{path} holds weights only (best.pth); resume needs last.pth or epoch-NNNN.pth")
-    return state
+    return load_training_state(path)
 
 
 def resume_point(paths: RunPaths) -> tuple[Path, int] | None:

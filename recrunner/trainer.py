@@ -43,7 +43,8 @@ class CustomTrainer(Checkpointing, Trainer):
 
     Extra keyword arguments: `writer` (a RunWriter; default: one in `checkpoint_dir`),
     `callbacks` (added to the built-in ones the config asks for, replacing a built-in of the
-    same class; see recrunner.callbacks) and `hparams` (the run's identifying parameters).
+    same class; see recrunner.callbacks), `hparams` (the run's identifying parameters) and
+    `run_dir` (where the built-in history callback writes history.jsonl; None: none).
     """
 
     extra_state_names: tuple[str, ...] = ()  # model attributes that are state although RecBole never saves them
@@ -58,25 +59,25 @@ class CustomTrainer(Checkpointing, Trainer):
     cur_step = state_attribute("cur_step")
     train_loss_dict = state_attribute("train_loss_dict")
 
-    def __init__(self, config, model, *, writer=None, callbacks=(), hparams=None):
+    def __init__(self, config, model, *, writer=None, callbacks=(), hparams=None, run_dir=None):
         self.state = TrainingState()  # first: RecBole's __init__ assigns some of its fields
         checkpoint_dir = Path(config["checkpoint_dir"])
         checkpoint_dir.mkdir(parents=True, exist_ok=True)
         writer = writer or RunWriter(checkpoint_dir)
         with recbole_tensorboard_writer(writer):
             super().__init__(config, model)
-        self._init_loop_state(config, callbacks, hparams)
+        self._init_loop_state(config, callbacks, hparams, run_dir)
         if self.accumulation_steps > 1:  # the accumulator clips the mean gradient, once per step
             self.optimizer = GradientAccumulator(self.optimizer, self.accumulation_steps, self.clip_grad_norm)
             self.clip_grad_norm = None
 
-    def _init_loop_state(self, config, callbacks, hparams):
+    def _init_loop_state(self, config, callbacks, hparams, run_dir=None):
         """What recrunner's loop keeps beside RecBole's trainer attributes (also trees.TreeTrainer)."""
         checkpoint_dir = Path(config["checkpoint_dir"])
         self.best_path = checkpoint_dir / "best.pth"
         self.last_path = checkpoint_dir / "last.pth"
         self.saved_model_file = str(self.best_path)
-        self.callbacks = CallbackHandler(with_defaults(default_callbacks(config), callbacks))
+        self.callbacks = CallbackHandler(with_defaults(default_callbacks(config, run_dir), callbacks))
         self.control = TrainerControl()
         self.accumulation_steps = accumulation_steps(config)
         self.steps_per_epoch = None  # optimizer steps per epoch, known once fit sees the data

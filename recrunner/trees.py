@@ -37,7 +37,7 @@ class TreeTrainer(CustomTrainer):
 
     library_trainer: type  # set by for_library
 
-    def __init__(self, config, model, *, writer=None, callbacks=(), hparams=None):
+    def __init__(self, config, model, *, writer=None, callbacks=(), hparams=None, run_dir=None):
         from pathlib import Path
 
         from recbole.utils import WandbLogger
@@ -47,7 +47,7 @@ class TreeTrainer(CustomTrainer):
         self.state = TrainingState()  # first: RecBole's __init__ assigns some of its fields
         with recbole_tensorboard_writer(writer):
             self.library_trainer.__init__(self, config, model)  # RecBole's: conversion settings, evaluator
-        self._init_loop_state(config, callbacks, hparams)
+        self._init_loop_state(config, callbacks, hparams, run_dir)
         checkpoints = Path(config["checkpoint_dir"])
         checkpoints.mkdir(parents=True, exist_ok=True)
         # RecBole names these after the local time; the booster between epochs, never read back by recrunner

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import available_metrics, setting
+from ..config import require_metric, setting
 from ..errors import ConfigError
 from .early_stopping import EarlyStopping
 from .guard import NonFiniteGuard
@@ -42,10 +42,8 @@ def with_defaults(defaults, given) -> list:
 
 
 def _early_stopping(config) -> EarlyStopping:
-    metric = str(setting(config, "early_stop_metric") or config["valid_metric"]).lower()
-    available = available_metrics(config["metrics"], config["topk"])
-    if metric not in available:
-        raise ConfigError(f"early_stop_metric {metric!r} is not computed by this run; available: {', '.join(available)}")
+    watched = setting(config, "early_stop_metric") or config["valid_metric"]
+    metric = require_metric(config, "early_stop_metric", str(watched).lower())
     min_delta = setting(config, "early_stop_min_delta")
     patience = config["stopping_step"]
     if not isinstance(patience, int) or patience < 0 or not isinstance(min_delta, (int, float)) or min_delta < 0:

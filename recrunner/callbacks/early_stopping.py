@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import math
 
-from ..errors import ConfigError
 from .base import Callback
 
 logger = logging.getLogger("recrunner")
@@ -50,12 +49,9 @@ class EarlyStopping(Callback):
         self.bad_validations = 0
 
     def on_fit_start(self, trainer, control):
-        from ..config import available_metrics
+        from ..config import require_metric
 
-        available = available_metrics(trainer.config["metrics"], trainer.config["topk"])
-        if self.metric not in available:
-            raise ConfigError(f"early stopping watches {self.metric!r}, which this run does not compute; "
-                              f"available: {', '.join(available)} (set early_stop_metric, metrics or topk)")
+        require_metric(trainer.config, "early_stop_metric", self.metric)  # a callback built outside prepare
 
     def on_validation_end(self, trainer, control, metrics, score):
         value = float(metrics[self.metric])

@@ -19,8 +19,6 @@ import csv
 import io
 import json
 import math
-from collections import defaultdict
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..callbacks import metric_bigger
@@ -29,19 +27,8 @@ from ..record import FILE_NAME, RunRecord
 from ..rundir import write_text_atomic
 from ..sweep.results import best_configurations
 from . import stats
+from .model import Report, cell_stats
 
-
-@dataclass
-class Report:
-    sweep_dir: Path
-    baseline: str
-    metrics: list
-    models: list
-    datasets: list
-    chosen: dict                       # (model, dataset) -> [rows]
-    significance: dict = field(default_factory=dict)  # (metric, dataset, model) -> (p, p_adjusted)
-    flags: list = field(default_factory=list)          # (run, reason)
-    counts: dict = field(default_factory=dict)
 
 
 def discover(sweep_dir: Path) -> list[dict]:
@@ -150,15 +137,9 @@ def _significance(report: Report, alpha: float) -> dict:
     return results
 
 
-def _cell(report, model, dataset, metric):
-    values = [r.get(f"test/{metric}") for r in report.chosen.get((model, dataset), [])]
-    mean, std = stats.mean_std(values)
-    n = sum(v is not None for v in values)
-    return mean, std, n
-
 
 def _column_best(report, dataset, metric):
-    means = [m for model in report.models if not math.isnan(m := _cell(report, model, dataset, metric)[0])]
+    means = [m for model in report.models if not math.isnan(m := cell_stats(report, model, dataset, metric)[0])]
     if not means:
         return None
     return max(means) if metric_bigger(metric) else min(means)
@@ -182,7 +163,7 @@ def markdown(report: Report) -> str:
         for model in report.models:
             cells = []
             for dataset in report.datasets:
-                mean, std, n = _cell(report, model, dataset, metric)
+                mean, std, n = cell_stats(report, model, dataset, metric)
                 if not n:
                     cells.append("–")
                     continue
@@ -209,7 +190,7 @@ def summary_csv(report: Report) -> str:
     for metric in report.metrics:
         for dataset in report.datasets:
             for model in report.models:
-                mean, std, n = _cell(report, model, dataset, metric)
+                mean, std, n = cell_stats(report, model, dataset, metric)
                 p, adjusted = report.significance.get((metric, dataset, model), (None, None))
                 writer.writerow([metric, dataset, model, _num(mean), _num(std), n, _num(p), _num(adjusted),
                                  adjusted is not None and adjusted < report.alpha,
@@ -227,7 +208,7 @@ def latex(report: Report) -> str:
         for model in report.models:
             cells = []
             for dataset in report.datasets:
-                mean, std, n = _cell(report, model, dataset, metric)
+                mean, std, n = cell_stats(report, model, dataset, metric)
                 text = "--" if not n else f"{mean:.4f} $\\pm$ {std:.4f}" + (
                     "$^{*}$" if _significant(report, metric, dataset, model) else "")
                 cells.append(f"\\textbf{{{text}}}" if n and mean == _column_best(report, dataset, metric) else text)
@@ -259,24 +240,3 @@ def write_report(report: Report, out_dir: Path | None = None) -> list[Path]:
     written += plots.write_plots(report, out_dir)
     return written
 
-
-def curves(report: Report, dataset: str) -> dict:
-    """{model: [(epoch, mean valid_metric over seeds)]} of the chosen configurations (from history.jsonl)."""
-    result = {}
-    for model in report.models:
-        per_epoch = defaultdict(list)
-        for run in report.chosen.get((model, dataset), []):
-            path = run["run_dir"] / "history.jsonl"
-            if not path.exists():
-                continue
-            for line in path.read_text().splitlines():
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    continue
-                value = (entry.get("valid") or {}).get(run["valid_metric"])
-                if value is not None:
-                    per_epoch[entry["epoch"]].append(value)
-        if per_epoch:
-            result[model] = [(epoch, sum(v) / len(v)) for epoch, v in sorted(per_epoch.items())]
-    return result

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from .model import cell_stats, curves
+
 logger = logging.getLogger("recrunner")
 
 
@@ -23,13 +25,11 @@ def write_plots(report, out_dir: Path) -> list[Path]:
 
 
 def _metric_chart(plt, report, metric, out_dir):
-    from .build import _cell
-
     models, datasets = report.models, report.datasets
     width = 0.8 / max(1, len(models))
     fig, ax = plt.subplots(figsize=(max(5, 1.6 * len(datasets) + 2), 3.6))
     for i, model in enumerate(models):
-        cells = [_cell(report, model, d, metric) for d in datasets]
+        cells = [cell_stats(report, model, d, metric) for d in datasets]
         xs = [j + (i - (len(models) - 1) / 2) * width for j in range(len(datasets))]
         means = [c[0] if c[2] else 0 for c in cells]
         errors = [c[1] if c[2] > 1 else 0 for c in cells]
@@ -41,8 +41,6 @@ def _metric_chart(plt, report, metric, out_dir):
 
 
 def _curves_chart(plt, report, dataset, out_dir):
-    from .build import curves
-
     lines = curves(report, dataset)
     if not lines:
         return None

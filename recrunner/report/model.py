@@ -1,0 +1,58 @@
+"""The report's data: which runs were chosen per model and dataset, and the numbers of each cell.
+
+build.py fills a `Report` and renders its tables; plots.py draws its charts; both read the cells
+through `cell_stats` and `curves`, so neither depends on the other.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import stats
+
+@dataclass
+class Report:
+    sweep_dir: Path
+    baseline: str
+    metrics: list
+    models: list
+    datasets: list
+    chosen: dict                       # (model, dataset) -> [rows]
+    significance: dict = field(default_factory=dict)  # (metric, dataset, model) -> (p, p_adjusted)
+    flags: list = field(default_factory=list)          # (run, reason)
+    counts: dict = field(default_factory=dict)
+
+
+
+def cell_stats(report, model, dataset, metric):
+    """(mean, std, n) of a test metric over the chosen runs of (model, dataset)."""
+    values = [r.get(f"test/{metric}") for r in report.chosen.get((model, dataset), [])]
+    mean, std = stats.mean_std(values)
+    n = sum(v is not None for v in values)
+    return mean, std, n
+
+
+
+def curves(report: Report, dataset: str) -> dict:
+    """{model: [(epoch, mean valid_metric over seeds)]} of the chosen configurations (from history.jsonl)."""
+    result = {}
+    for model in report.models:
+        per_epoch = defaultdict(list)
+        for run in report.chosen.get((model, dataset), []):
+            path = run["run_dir"] / "history.jsonl"
+            if not path.exists():
+                continue
+            for line in path.read_text().splitlines():
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                value = (entry.get("valid") or {}).get(run["valid_metric"])
+                if value is not None:
+                    per_epoch[entry["epoch"]].append(value)
+        if per_epoch:
+            result[model] = [(epoch, sum(v) / len(v)) for epoch, v in sorted(per_epoch.items())]
+    return result
