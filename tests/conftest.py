@@ -71,3 +71,19 @@ def mini_dataset(workspace) -> str:
     lines = source.read_text().splitlines(keepends=True)[:40001]
     (folder / "ml-mini.inter").write_text("".join(lines))
     return "ml-mini"
+
+
+def trainer_and_data(workspace, model_name: str, params: dict, callbacks=()):
+    """A CustomTrainer (the model's trainer class) and its data, built as RecBole's run_recbole does."""
+    from recbole.data import create_dataset, data_preparation
+    from recbole.utils import get_model, init_seed
+
+    from recrunner import Experiment, prepare
+
+    prepared = prepare(Experiment(model_name, "ml-100k", params), workspace)
+    config = prepared.config
+    init_seed(config["seed"], config["reproducibility"])
+    train, valid, test = data_preparation(config, create_dataset(config))
+    init_seed(config["seed"], config["reproducibility"])
+    model = get_model(model_name)(config, train._dataset)
+    return prepared.trainer_class(config, model, callbacks=callbacks), train, valid, test

@@ -11,7 +11,7 @@ import torch
 from recrunner import Callback, ConfigError, Experiment, RunInterrupted, prepare, run_experiment
 from recrunner.callbacks.history import read_history
 
-from .conftest import TINY_BPR, TINY_SASREC, read_hparams, read_scalars
+from .conftest import TINY_BPR, TINY_SASREC, read_hparams, read_scalars, trainer_and_data
 
 
 def _metrics(result) -> dict:
@@ -179,18 +179,7 @@ def test_a_tracker_that_is_not_installed_is_a_config_error_naming_the_extra(work
 
 # ---------------------------------------------------------------- clipping and accumulation
 def _trainer_and_data(workspace, model_name, params, callbacks=()):
-    from recbole.data import create_dataset, data_preparation
-    from recbole.utils import get_model, init_seed
-
-    prepared = prepare(Experiment(model_name, "ml-100k", params), workspace)
-    config = prepared.config
-    init_seed(config["seed"], config["reproducibility"])
-    train, valid, _ = data_preparation(config, create_dataset(config))
-    init_seed(config["seed"], config["reproducibility"])
-    model = get_model(model_name)(config, train._dataset)
-    trainer = prepared.trainer_class(config, model, callbacks=callbacks)
-    return trainer, train, valid
-
+    return trainer_and_data(workspace, model_name, params, callbacks)[:3]
 
 def _movement_after_one_epoch(workspace, params):
     trainer, train, valid = _trainer_and_data(workspace, "BPR", {**TINY_BPR, "epochs": 1, "learner": "sgd", **params})

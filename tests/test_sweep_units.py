@@ -9,7 +9,8 @@ from recrunner import ConfigError
 from recrunner.sweep import Grid, expand, grid_from_mapping, load_grid, swept_parameters
 from recrunner.sweep.executors import died
 from recrunner.sweep.record import CellState, SweepRecord, decide, fold
-from recrunner.sweep.results import best_configurations, cell_row, results_csv, results_markdown
+from recrunner.sweep.results import cell_row, results_csv, results_markdown
+from recrunner.tables import best_configurations
 from recrunner.sweep.runner import dispatch_order
 
 from .conftest import REPO

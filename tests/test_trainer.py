@@ -4,22 +4,12 @@ import numpy as np
 import pytest
 import torch
 
-from recrunner import Experiment, prepare
 
-from .conftest import TINY_SASREC
+from .conftest import TINY_SASREC, trainer_and_data
 
 
 def _trainer_and_data(workspace, params):
-    from recbole.data import create_dataset, data_preparation
-    from recbole.utils import get_model, init_seed
-
-    prepared = prepare(Experiment("SASRec", "ml-100k", params), workspace)
-    config = prepared.config
-    init_seed(config["seed"], config["reproducibility"])
-    train, valid, test = data_preparation(config, create_dataset(config))
-    model = get_model("SASRec")(config, train._dataset)
-    return prepared.trainer_class(config, model), train, valid, test
-
+    return trainer_and_data(workspace, "SASRec", params)
 
 def test_fit_keeps_recbole_signature_callback_fn_and_return_value(workspace):
     trainer, train, valid, test = _trainer_and_data(workspace, TINY_SASREC)

@@ -25,7 +25,7 @@ from ..callbacks import metric_bigger
 from ..errors import ConfigError
 from ..record import FILE_NAME, RunRecord
 from ..rundir import write_text_atomic
-from ..sweep.results import best_configurations
+from ..tables import best_configurations
 from . import stats
 from .model import Report, cell_stats
 
@@ -139,10 +139,7 @@ def _significance(report: Report, alpha: float) -> dict:
 
 
 def _column_best(report, dataset, metric):
-    means = [m for model in report.models if not math.isnan(m := cell_stats(report, model, dataset, metric)[0])]
-    if not means:
-        return None
-    return max(means) if metric_bigger(metric) else min(means)
+    return report.table.column_best(dataset, metric)
 
 
 def _significant(report, metric, dataset, model) -> bool:

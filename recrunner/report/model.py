@@ -11,7 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import stats
+from ..tables import ResultTable
 
 @dataclass
 class Report:
@@ -25,15 +25,15 @@ class Report:
     flags: list = field(default_factory=list)          # (run, reason)
     counts: dict = field(default_factory=dict)
 
+    @property
+    def table(self) -> ResultTable:
+        return ResultTable(self.models, self.datasets, self.chosen)
 
 
-def cell_stats(report, model, dataset, metric):
-    """(mean, std, n) of a test metric over the chosen runs of (model, dataset)."""
-    values = [r.get(f"test/{metric}") for r in report.chosen.get((model, dataset), [])]
-    mean, std = stats.mean_std(values)
-    n = sum(v is not None for v in values)
-    return mean, std, n
 
+def cell_stats(report, model, dataset, metric) -> tuple[float, float, int]:
+    """(mean, std, n) of a test metric over the chosen runs of (model, dataset) (recrunner.tables)."""
+    return report.table.cell(model, dataset, metric)
 
 
 def curves(report: Report, dataset: str) -> dict:

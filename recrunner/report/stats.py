@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
@@ -43,10 +42,3 @@ def pair_by_user(candidate: dict, baseline: dict, metric: str) -> tuple[np.ndarr
         return a, b
     common, a_idx, b_idx = np.intersect1d(a_users, b_users, return_indices=True)
     return a[a_idx], b[b_idx]
-
-
-def mean_std(values) -> tuple[float, float]:
-    values = [v for v in values if v is not None and math.isfinite(v)]
-    if not values:
-        return math.nan, math.nan
-    return float(np.mean(values)), float(np.std(values, ddof=1)) if len(values) > 1 else 0.0

@@ -13,13 +13,12 @@ from __future__ import annotations
 import csv
 import io
 import json
-import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from ..callbacks import metric_bigger
 from ..record import RunRecord
 from ..rundir import write_text_atomic
+from ..tables import ResultTable, best_configurations
 
 ID_COLUMNS = ("cell", "model", "dataset")
 TAIL_COLUMNS = ("status", "error", "best_epoch", "epochs_trained", "data_seconds", "train_seconds",
@@ -64,21 +63,6 @@ def results_csv(rows: list[dict], swept: list[str]) -> str:
     return out.getvalue()
 
 
-def best_configurations(rows: list[dict], swept: list[str]) -> dict:
-    """{(model, dataset): [rows of the configuration with the best mean validation score]} (pure)."""
-    groups = defaultdict(list)
-    for row in rows:
-        if row["status"] == "ok" and row.get("best_valid_score") is not None:
-            config = tuple((name, json.dumps(row.get(name))) for name in swept if name != "seed")
-            groups[(row["model"], row["dataset"], config)].append(row)
-    best: dict = {}
-    for (model, dataset, _), members in groups.items():
-        bigger = metric_bigger(members[0].get("valid_metric") or "mrr@10")
-        score = statistics.fmean(r["best_valid_score"] for r in members)
-        current = best.get((model, dataset))
-        if current is None or (score > current[0] if bigger else score < current[0]):
-            best[(model, dataset)] = (score, members)
-    return {key: members for key, (_, members) in best.items()}
 
 
 def results_markdown(rows: list[dict], swept: list[str], title: str) -> str:
@@ -88,6 +72,7 @@ def results_markdown(rows: list[dict], swept: list[str], title: str) -> str:
     models = list(dict.fromkeys(row["model"] for row in rows))
     datasets = list(dict.fromkeys(row["dataset"] for row in rows))
     chosen = best_configurations(rows, swept)
+    table = ResultTable(models, datasets, chosen)
     metrics = list(dict.fromkeys(k[5:] for row in rows for k in row if k.startswith("test/")))
     lines = [f"# {title}", "", f"{len(rows)} cells: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) + ".",
              "Test metrics of the configuration with the best mean validation score per model and dataset; "
@@ -95,33 +80,22 @@ def results_markdown(rows: list[dict], swept: list[str], title: str) -> str:
     for metric in metrics:
         lines += [f"## test {metric}", "", "| model | " + " | ".join(datasets) + " |",
                   "|---|" + "---|" * len(datasets)]
-        column_best = {d: _best_mean(chosen, models, d, metric) for d in datasets}
         for model in models:
-            cells = []
-            for dataset in datasets:
-                values = [r[f"test/{metric}"] for r in chosen.get((model, dataset), []) if f"test/{metric}" in r]
-                cells.append(_mean_std(values, bold=bool(values) and statistics.fmean(values) == column_best[dataset]))
+            cells = [_mean_std(table, model, dataset, metric) for dataset in datasets]
             lines.append(f"| {model} | " + " | ".join(cells) + " |")
         lines.append("")
     lines += _chosen_table(chosen, swept) + _failures(rows)
     return "\n".join(lines) + "\n"
 
 
-def _best_mean(chosen, models, dataset, metric):
-    means = [statistics.fmean(v) for m in models
-             if (v := [r[f"test/{metric}"] for r in chosen.get((m, dataset), []) if f"test/{metric}" in r])]
-    if not means:
-        return None
-    return max(means) if metric_bigger(metric) else min(means)
 
 
-def _mean_std(values, bold: bool) -> str:
-    if not values:
+def _mean_std(table: ResultTable, model: str, dataset: str, metric: str) -> str:
+    mean, std, n = table.cell(model, dataset, metric)
+    if not n:
         return "–"
-    mean = statistics.fmean(values)
-    text = f"{mean:.4f} ± {statistics.stdev(values):.4f}" if len(values) > 1 else f"{mean:.4f}"
-    text += f" (n={len(values)})"
-    return f"**{text}**" if bold else text
+    text = (f"{mean:.4f} ± {std:.4f}" if n > 1 else f"{mean:.4f}") + f" (n={n})"
+    return f"**{text}**" if mean == table.column_best(dataset, metric) else text
 
 
 def _chosen_table(chosen, swept) -> list[str]:
