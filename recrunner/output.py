@@ -8,9 +8,9 @@ Tags (docs/design.md: The loop): `Train/Loss` (`Train/Loss_<i>` for the parts of
 
 from __future__ import annotations
 
-import math
-
 from recbole.utils import dict2str, set_color
+
+from . import tags
 
 
 class TrainerOutput:
@@ -48,22 +48,20 @@ class TrainerOutput:
         """The hparams row, in this run's own event file; the run's status is added at its end."""
         metrics = dict(self.best_valid_result or {})
         best_step = self.best_epoch if self.best_epoch is not None else -1
-        self._log_metrics_to_tensorboard(metrics, best_step, prefix="Best_Valid")
-        if best_valid_score is not None and math.isfinite(best_valid_score):
-            self.tensorboard.add_scalar("Best_Valid/score", best_valid_score, best_step)
-        tags = [f"Best_Valid/{m}" for m in metrics] + ["Best_Valid/score"] + [f"Test/{m}" for m in metrics]
-        self.tensorboard.add_hparams(self.hparams, tags)
+        self._write_scalars(tags.validation(metrics, best_valid_score, prefix="Best_Valid"), best_step)
+        self.tensorboard.add_hparams(self.hparams, tags.hparam_metrics(metrics) or ["Best_Valid/score"])
+
+    def _write_scalars(self, scalars: dict, step: int):
+        for tag, value in scalars.items():
+            self.tensorboard.add_scalar(tag, value, step)
 
     def _log_metrics_to_tensorboard(self, result, epoch, prefix="Valid"):
-        self.tensorboard.add_metrics(result or {}, epoch, prefix)
+        """RecBole's name: every metric of `result` under `prefix` (tags.validation, tags.test)."""
+        self._write_scalars(tags.test(result) if prefix == "Test" else tags.validation(result, prefix=prefix), epoch)
 
     def _add_train_loss_to_tensorboard(self, epoch_idx, losses, tag="Train/Loss"):
-        if isinstance(losses, tuple):
-            self.tensorboard.add_scalar(tag, sum(losses), epoch_idx)
-            for idx, loss in enumerate(losses):
-                self.tensorboard.add_scalar(f"{tag}_{idx}", loss, epoch_idx)
-        else:
-            self.tensorboard.add_scalar(tag, losses, epoch_idx)
+        """RecBole's name: the epoch's loss and its parts (tags.train)."""
+        self._write_scalars(tags.train(losses), epoch_idx)
 
     def _log_validation(self, epoch_idx, seconds, score, result):
         self.logger.info(

@@ -129,6 +129,7 @@ def _write_experiment(logdir: Path) -> Path | None:
     (Best_Valid/<metric>, Best_Valid/score, Test/<metric>): whatever models the runs are and in
     whatever order they were written, the table gets the union.
     """
+    from . import tags
     from .record import RunRecord
 
     logdir = Path(logdir)
@@ -139,9 +140,7 @@ def _write_experiment(logdir: Path) -> Path | None:
         rows.append(read_session(path)[0])
         recorded = RunRecord.read(path.parent) or RunRecord()
         names = set(recorded.best_valid) | set(recorded.test)
-        metrics |= {f"Best_Valid/{m}" for m in names} | {f"Test/{m}" for m in names}
-        if names:
-            metrics.add("Best_Valid/score")
+        metrics |= set(tags.hparam_metrics(names))
     if not rows:
         return None
     target = logdir / HPARAMS_FILE
@@ -195,10 +194,6 @@ class RunWriter:
     # RecBole's Trainer calls add_scalar on the object it knows as `tensorboard`
     def add_scalar(self, tag, value, step):
         self.writer.add_scalar(tag, value, step)
-
-    def add_metrics(self, metrics: Mapping, step: int, prefix: str):
-        for name, value in metrics.items():
-            self.writer.add_scalar(f"{prefix}/{name}", float(value), step)
 
     def add_hparams(self, hparams: Mapping, metric_tags=(), status: str | None = None):
         """This run's hparams row (with its status once known); metric_tags: kept for the caller's

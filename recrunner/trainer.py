@@ -21,7 +21,7 @@ import torch
 from recbole.trainer import Trainer
 from recbole.utils import dict2str, set_color
 
-from . import checkpoint
+from . import checkpoint, tags
 from .accumulation import GradientAccumulator, accumulation_steps
 from .callbacks import CallbackHandler, TrainerControl, default_callbacks, improved, with_defaults
 from .callbacks.base import total_loss
@@ -163,12 +163,11 @@ class CustomTrainer(Checkpointing, TrainerOutput, Trainer):
         self.initial_valid_result = dict(result)
         if verbose:
             self._log_validation(-1, time() - start, score, result)
-        self._log_metrics_to_tensorboard(result, -1, prefix="Valid")
-        self.tensorboard.add_scalar("Valid/score", score, -1)
+        self._write_scalars(tags.validation(result, score), -1)
 
     def _train_and_log(self, train_data, epoch_idx, verbose, show_progress):
         start = time()
-        self.tensorboard.add_scalar("Train/LR", self.optimizer.param_groups[0]["lr"], epoch_idx)
+        self._write_scalars({"Train/LR": self.optimizer.param_groups[0]["lr"]}, epoch_idx)  # before the epoch: its rate
         train_loss = self._train_epoch_to_first_non_finite(train_data, epoch_idx, show_progress)
         self.train_loss_dict[epoch_idx] = total_loss(train_loss)
         if verbose:
@@ -210,8 +209,7 @@ class CustomTrainer(Checkpointing, TrainerOutput, Trainer):
         self.cur_step = 0 if is_best else self.cur_step + 1  # RecBole's counter, kept for its readers
         if verbose:
             self._log_validation(epoch_idx, time() - start, valid_score, valid_result)
-        self._log_metrics_to_tensorboard(valid_result, epoch_idx, prefix="Valid")
-        self.tensorboard.add_scalar("Valid/score", valid_score, epoch_idx)
+        self._write_scalars(tags.validation(valid_result, valid_score), epoch_idx)
         self.wandblogger.log_metrics({**valid_result, "valid_step": epoch_idx}, head="valid")
         if is_best:
             self.best_valid_score, self.best_epoch, self.best_valid_result = valid_score, epoch_idx, valid_result

@@ -15,7 +15,8 @@ import importlib
 import re
 
 from ..errors import ConfigError
-from .base import Callback, total_loss
+from .. import tags
+from .base import Callback
 
 TRACKERS = ("wandb", "mlflow")
 
@@ -43,17 +44,17 @@ class _Tracker(Callback):
         self.start(trainer, {k: _param(v) for k, v in trainer.hparams.items()})
 
     def on_train_epoch_end(self, trainer, control, losses):
-        self.log({"Train/Loss": float(total_loss(losses)), "Train/LR": trainer.optimizer.param_groups[0]["lr"]}, trainer.epoch)
+        self.log(tags.train(losses, trainer.optimizer.param_groups[0]["lr"]), trainer.epoch)
 
     def on_validation_end(self, trainer, control, metrics, score):
-        self.log({**{f"Valid/{k}": float(v) for k, v in metrics.items()}, "Valid/score": float(score)}, trainer.epoch)
+        self.log(tags.validation(metrics, score), trainer.epoch)
 
     def on_fit_end(self, trainer, control):
         best = trainer.best_valid_result or {}
-        self.log({f"Best_Valid/{k}": float(v) for k, v in best.items()}, max(trainer.best_epoch or 0, 0))
+        self.log(tags.validation(best, prefix="Best_Valid"), max(trainer.best_epoch or 0, 0))
 
     def on_test_end(self, trainer, control, metrics):
-        self.log({f"Test/{k}": float(v) for k, v in metrics.items()}, max(trainer.best_epoch or 0, 0))
+        self.log(tags.test(metrics), max(trainer.best_epoch or 0, 0))
         self._finish(ok=True)
 
     def on_exception(self, trainer, control, exception):
