@@ -210,7 +210,7 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
         error = failure_hint(config["model"], exc) or one_line(exc)
         logger.exception(f"run failed: {error}")
     finally:
-        _record_outcome(record, trainer, status, error)
+        record.finish(status, error, trainer, _now())
         writer.end_session(status.value, prepared.hparams)
         writer.close()
         record.write(paths.metrics)
@@ -285,14 +285,6 @@ def _initial_record(prepared: PreparedRun) -> RunRecord:
     )
 
 
-def _record_outcome(record: RunRecord, trainer, status: Status, error: str | None) -> None:
-    record.status, record.error, record.finished = status, error, _now()
-    if trainer is not None:
-        record.best_epoch = trainer.best_epoch
-        record.best_valid_score = trainer.best_valid_score if trainer.best_epoch is not None else None
-        record.best_valid = {k: float(v) for k, v in (trainer.best_valid_result or {}).items()}
-        record.initial_valid = {k: float(v) for k, v in (trainer.initial_valid_result or {}).items()}
-        record.epochs_trained = len(trainer.train_loss_dict)
 
 
 def _result_from_record(run_dir: Path, record: RunRecord, skipped: bool = False) -> RunResult:

@@ -62,6 +62,16 @@ class RunRecord:
         parts = (self.pretrain_seconds, self.data_seconds, self.train_seconds, self.test_seconds)
         return round(sum(p or 0 for p in parts), 3) or None
 
+    def finish(self, status: Status, error: str | None, trainer, when: str) -> None:
+        """The run's end: its status and error, and what the trainer (if one was built) tracked."""
+        self.status, self.error, self.finished = status, error, when
+        if trainer is not None:
+            self.best_epoch = trainer.best_epoch
+            self.best_valid_score = trainer.best_valid_score if trainer.best_epoch is not None else None
+            self.best_valid = {k: float(v) for k, v in (trainer.best_valid_result or {}).items()}
+            self.initial_valid = {k: float(v) for k, v in (trainer.initial_valid_result or {}).items()}
+            self.epochs_trained = len(trainer.train_loss_dict)
+
     def to_json(self) -> dict:
         values = dataclasses.asdict(self)
         values["status"] = self.status.value
