@@ -16,6 +16,7 @@ from pathlib import Path
 from . import forkserver
 from .config import load_yaml, parse_set_options
 from .errors import ConfigError, RecrunnerError, RunInterrupted, one_line
+from .record import Status
 
 USAGE_ERROR = 2
 
@@ -185,7 +186,7 @@ def _resume_one(planned, workspace, args) -> int:
                             console=not args.quiet)
     print(cell_line(item, {"status": result.status, "error": result.error, "test": result.test,
                            "best_epoch": result.best_epoch, "run_dir": str(result.run_dir)}))
-    return 0 if result.status == "ok" else 1
+    return 0 if result.status == Status.OK else 1
 
 
 def _dry_run(name, planned, workspace) -> str:

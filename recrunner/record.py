@@ -21,6 +21,7 @@ FILE_NAME = "metrics.json"
 class Status(str, enum.Enum):
     """A run's status; the values are what metrics.json, results.csv and the report show."""
 
+    PENDING = "pending"          # a sweep cell not started yet (sweep.jsonl, results tables)
     RUNNING = "running"          # started, not ended (or the process died without a word)
     OK = "ok"                    # trained and tested
     FAILED = "failed"            # ended with an error (the record says which)

@@ -13,10 +13,11 @@ import math
 from pathlib import Path
 from typing import Mapping
 
+from .record import Status
 from .rundir import atomic_file, file_lock, fingerprint
 
-STATUS = {"ok": "STATUS_SUCCESS", "failed": "STATUS_FAILURE", "interrupted": "STATUS_FAILURE",
-          "running": "STATUS_RUNNING"}
+STATUS = {Status.OK: "STATUS_SUCCESS", Status.FAILED: "STATUS_FAILURE", Status.INTERRUPTED: "STATUS_FAILURE",
+          Status.RUNNING: "STATUS_RUNNING"}
 
 
 def hparam_value(value):

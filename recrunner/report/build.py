@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..callbacks import metric_bigger
 from ..errors import ConfigError
-from ..record import FILE_NAME, RunRecord
+from ..record import FILE_NAME, RunRecord, Status
 from ..rundir import write_text_atomic
 from ..tables import best_configurations
 from . import stats
@@ -99,7 +99,7 @@ def _flags(row) -> list:
         reasons.append("non-finite training loss")
     start = row["initial_valid"].get(row["valid_metric"])
     best = row.get("best_valid_score")
-    if row["status"] == "ok" and start is not None and best is not None:
+    if row["status"] == Status.OK and start is not None and best is not None:
         bigger = metric_bigger(row["valid_metric"])
         if (best <= start) if bigger else (best >= start):
             reasons.append(f"never better than the untrained model (epoch -1 {row['valid_metric']} {start:.4f})")

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from .. import forkserver
 from ..errors import ConfigError
+from ..record import Status
 from .worker import Task, child_main, on_gpu, ray_entry, run_task
 
 
@@ -81,7 +82,7 @@ class LocalProcesses:
                 continue
             process.join(timeout=30)
             if result is None:
-                result = {"status": "failed", "error": died(process.exitcode), "skipped": False}
+                result = {"status": Status.FAILED, "error": died(process.exitcode), "skipped": False}
             receiver.close()
             del self.active[key]
             if gpu is not None:
@@ -144,7 +145,7 @@ class RayCluster:
                 result = self.ray.get(ref)
             except self.ray.exceptions.RayError as exc:
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                result = {"status": "failed", "error": f"Ray: {type(exc).__name__}: {first}", "skipped": False}
+                result = {"status": Status.FAILED, "error": f"Ray: {type(exc).__name__}: {first}", "skipped": False}
             done.append((key, result))
         return done
 

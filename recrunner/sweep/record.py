@@ -18,18 +18,22 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..record import Status
 from ..rundir import file_lock
 
-STATES = ("pending", "running", "ok", "failed", "interrupted")
+STATES = tuple(status.value for status in Status)  # a cell's states are the run statuses
 
 
 @dataclass
 class CellState:
-    state: str = "pending"
+    state: Status = Status.PENDING
     owner: str | None = None
     seen: float | None = None      # time of the last running/heartbeat line
     failures: int = 0
     error: str | None = None
+
+    def __post_init__(self):
+        self.state = Status(self.state)  # the record's lines hold the status as text
 
 
 def fold(lines) -> dict[str, CellState]:
@@ -39,14 +43,14 @@ def fold(lines) -> dict[str, CellState]:
         cell = cells.setdefault(line["cell"], CellState())
         state = line["state"]
         if state == "heartbeat":
-            if cell.state == "running" and cell.owner == line.get("owner"):
+            if cell.state is Status.RUNNING and cell.owner == line.get("owner"):
                 cell.seen = line["t"]
             continue
-        cell.state, cell.owner, cell.seen = state, line.get("owner"), line["t"]
-        if state == "failed":
+        cell.state, cell.owner, cell.seen = Status(state), line.get("owner"), line["t"]
+        if cell.state is Status.FAILED:
             cell.failures += 1
             cell.error = line.get("error")
-        elif state == "ok":
+        elif cell.state is Status.OK:
             cell.error = None
     return cells
 
@@ -58,16 +62,16 @@ def decide(cell: CellState, *, now: float, stale_after: float, retries: int, own
     its owner is gone (a dead process on this host, or no heartbeat for `stale_after` seconds);
     "busy": running under a live owner; "failed": out of retries; "ok": finished.
     """
-    if cell.state in ("pending", "interrupted"):
+    if cell.state in (Status.PENDING, Status.INTERRUPTED):
         return "run"
-    if cell.state == "failed":
+    if cell.state is Status.FAILED:
         return "run" if cell.failures <= retries else "failed"
-    if cell.state == "running":
+    if cell.state is Status.RUNNING:
         alive = owner_alive(cell.owner)
         if alive is False or (alive is None and now - (cell.seen or 0) > stale_after):
             return "reclaim"
         return "busy"
-    return cell.state
+    return cell.state.value
 
 
 def make_owner() -> str:
@@ -134,5 +138,5 @@ class SweepRecord:
             decision = decide(state, now=time.time(), stale_after=stale_after, retries=retries,
                               owner_alive=owner_alive)
             if decision in ("run", "reclaim"):
-                self.append(cell, "running", reclaimed_from=state.owner if decision == "reclaim" else None)
+                self.append(cell, Status.RUNNING, reclaimed_from=state.owner if decision == "reclaim" else None)
             return decision

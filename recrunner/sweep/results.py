@@ -16,7 +16,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from ..record import RunRecord
+from ..record import RunRecord, Status
 from ..rundir import write_text_atomic
 from ..tables import ResultTable, best_configurations
 
@@ -33,7 +33,7 @@ def cell_row(cell_id: str, model: str, dataset: str, params: dict, swept, run_di
     seed = record.seed if record and record.seed is not None else params.get("seed")
     row.update({name: params.get(name, seed if name == "seed" else None) for name in swept})
     row["seed"] = seed
-    row["status"] = record.status.value if record else ("failed" if error else "pending")
+    row["status"] = (record.status if record else Status.FAILED if error else Status.PENDING).value
     row["error"] = (record.error if record else None) or error
     for key in ("best_epoch", "epochs_trained", "data_seconds", "train_seconds", "test_seconds", "valid_metric"):
         row[key] = getattr(record, key) if record else None
@@ -111,7 +111,7 @@ def _chosen_table(chosen, swept) -> list[str]:
 
 
 def _failures(rows) -> list[str]:
-    failed = [row for row in rows if row["status"] in ("failed", "interrupted")]
+    failed = [row for row in rows if row["status"] in (Status.FAILED, Status.INTERRUPTED)]
     if not failed:
         return []
     return ["## cells not finished", ""] + [f"- `{row['cell']}`: {row['status']}: {row.get('error')}" for row in failed] + [""]

@@ -143,7 +143,7 @@ class _Sweep:
             running = executor.running()
             executor.stop()
             for cell_id in running:
-                self.record.append(cell_id, "interrupted")
+                self.record.append(cell_id, Status.INTERRUPTED)
         finally:
             executor.stop()
             self._write_tables()
@@ -158,14 +158,14 @@ class _Sweep:
         known = self.record.states()
         for item in self.planned:
             if item.cell_id and item.cell_id not in known:
-                self.record.append(item.cell_id, "pending")
+                self.record.append(item.cell_id, Status.PENDING)
 
     def _cells_to_run(self) -> list[str]:
         queue = []
         for item in self.planned:
             if item.error:
                 self._count("failed")
-                self.out(cell_line(item, {"status": "failed", "error": item.error}).split(" (log:")[0])
+                self.out(cell_line(item, {"status": Status.FAILED, "error": item.error}).split(" (log:")[0])
                 continue
             previous = None if self.options.restart else RunRecord.read(item.run_dir)
             if previous is not None and previous.status is Status.OK:
@@ -191,18 +191,18 @@ class _Sweep:
                                       threads=self._threads(), restart=self.options.restart))
 
     def _finish(self, cell_id, result, queue):
-        status = result["status"]
+        status = Status(result["status"])
         self.record.append(cell_id, status, error=result.get("error"), seconds=result.get("seconds"))
-        if status == "interrupted":
+        if status is Status.INTERRUPTED:
             self.summary.interrupted = True
             self._count("interrupted")
             return
         failures = self.record.states()[cell_id].failures
-        if status == "failed" and failures <= self.options.retries:
+        if status is Status.FAILED and failures <= self.options.retries:
             self.out(f"retry   {cell_id} after: {result.get('error')} (failure {failures} of {self.options.retries + 1} allowed)")
             queue.append(cell_id)
             return
-        self._count("skipped" if result.get("skipped") else status)
+        self._count("skipped" if result.get("skipped") else status.value)
         if not result.get("skipped"):
             self.durations.append(result.get("seconds") or 0.0)
         self._write_tables()
@@ -274,7 +274,7 @@ def cell_line(item: PlannedCell, result: dict) -> str:
     swept = ",".join(f"{name}={cell.params.get(name)}" for name in cell.swept)
     what = f"{cell.model} on {cell.dataset}" + (f" ({swept})" if swept else "")
     run_dir = Path(result.get("run_dir") or item.run_dir or ".")
-    if result["status"] != "ok":
+    if result["status"] != Status.OK:
         return f"FAILED  {what}: {result.get('error')} (log: {run_dir / 'run.log'})"
     test = ", ".join(f"{k}={v:.4f}" for k, v in (result.get("test") or {}).items())
     done = "already finished" if result.get("skipped") else f"best epoch {result.get('best_epoch')}, {result.get('seconds', 0):.0f}s"

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, replace
 
 from ..errors import RunInterrupted, one_line
+from ..record import Status
 from ..experiment import Experiment, Workspace, run_experiment
 
 
@@ -38,9 +39,9 @@ def run_task(task: Task) -> dict:
         outcome = {"status": result.status, "error": result.error, "skipped": result.skipped,
                    "best_epoch": result.best_epoch, "test": result.test, "run_dir": str(result.run_dir)}
     except RunInterrupted as exc:
-        outcome = {"status": "interrupted", "error": str(exc)}
+        outcome = {"status": Status.INTERRUPTED, "error": str(exc)}
     except Exception as exc:  # noqa: BLE001 - a cell's failure must not end the sweep
-        outcome = {"status": "failed", "error": one_line(exc)}
+        outcome = {"status": Status.FAILED, "error": one_line(exc)}
     outcome.setdefault("skipped", False)
     outcome["seconds"] = round(time.perf_counter() - started, 3)
     return outcome
