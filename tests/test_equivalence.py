@@ -7,23 +7,9 @@ import pytest
 from recrunner import Experiment, prepare, run_experiment
 
 from .conftest import TINY_BPR, TINY_SASREC
+from .plain_recbole import run_plain_recbole
 
 
-def _plain_recbole(config):
-    """RecBole's own loop: Trainer.fit, then evaluate(load_best_model=True), as run_recbole does."""
-    from recbole.data import create_dataset, data_preparation
-    from recbole.trainer import Trainer
-    from recbole.utils import get_model, init_seed
-
-    init_seed(config["seed"], config["reproducibility"])
-    dataset = create_dataset(config)
-    train_data, valid_data, test_data = data_preparation(config, dataset)
-    init_seed(config["seed"], config["reproducibility"])
-    model = get_model(config["model"])(config, train_data._dataset).to(config["device"])
-    trainer = Trainer(config, model)
-    best_score, best_result = trainer.fit(train_data, valid_data, saved=True)
-    test_result = dict(trainer.evaluate(test_data, load_best_model=True))
-    return best_score, dict(best_result), test_result, len(trainer.train_loss_dict)
 
 
 @pytest.mark.parametrize("model, params, epochs_trained", [
@@ -38,7 +24,8 @@ def test_custom_trainer_matches_recbole_trainer(model, params, epochs_trained, w
     monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     prepared = prepare(Experiment(model, "ml-100k", params), workspace)
     prepared.config["checkpoint_dir"] = str(tmp_path / "plain-recbole")
-    expected_score, expected_valid, expected_test, expected_epochs = _plain_recbole(prepared.config)
+    plain = run_plain_recbole(prepared.config)  # RecBole's Trainer.fit, then evaluate(load_best_model=True)
+    expected_valid, expected_test, expected_epochs = plain["best_valid"], plain["test"], plain["epochs"]
 
     result = run_experiment(Experiment(model, "ml-100k", params), workspace, console=False)
 
