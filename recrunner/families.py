@@ -66,9 +66,9 @@ class PretrainLayer:
             name = f"{self.config['model']}-{self.config['dataset']}-{epoch + 1}.pth"
             shutil.copyfile(self.best_path, self.best_path.parent / name)
 
-    def _add_hparam_to_tensorboard(self, best_valid_score):
-        if not self.pretraining:  # a stage is part of its run, not a row of its own
-            super()._add_hparam_to_tensorboard(best_valid_score)
+    @property
+    def reports_hparams(self) -> bool:
+        return not self.pretraining  # a stage is part of its run, not a row of its own
 
 
 LAYERS = {"NCLTrainer": NCLLayer, "S3RecTrainer": PretrainLayer, "RaCTTrainer": PretrainLayer}

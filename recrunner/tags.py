@@ -13,8 +13,10 @@ from typing import Mapping
 
 
 def train(losses, lr=None) -> dict:
-    """An epoch's loss (a float, or RecBole's tuple of parts) and learning rate (pure)."""
-    scalars = {"Train/Loss": float(sum(losses)) if isinstance(losses, tuple) else float(losses)}
+    """An epoch's loss (a float, RecBole's tuple of parts, or None: no loss) and learning rate (pure)."""
+    scalars = {}
+    if losses is not None:
+        scalars["Train/Loss"] = float(sum(losses)) if isinstance(losses, tuple) else float(losses)
     if isinstance(losses, tuple):
         scalars.update({f"Train/Loss_{i}": float(part) for i, part in enumerate(losses)})
     if lr is not None:

@@ -21,9 +21,10 @@ import torch
 from recbole.trainer import Trainer
 from recbole.utils import dict2str, set_color
 
-from . import checkpoint, tags
+from . import checkpoint
 from .accumulation import GradientAccumulator, accumulation_steps
-from .callbacks import CallbackHandler, TrainerControl, default_callbacks, improved, with_defaults
+from .callbacks import CallbackHandler, TrainerControl, default_callbacks, with_defaults
+from .callbacks.early_stopping import Best, track
 from .callbacks.base import total_loss
 from .errors import TrainingFailed, one_line
 from .checkpointing import Checkpointing
@@ -49,6 +50,8 @@ class CustomTrainer(Checkpointing, TrainerOutput, Trainer):
     """
 
     extra_state_names: tuple[str, ...] = ()  # model attributes that are state although RecBole never saves them
+    reports_loss = True  # False: a trainer whose epochs have no loss (a booster; recrunner.trees)
+    reports_hparams = True  # False: a fit that is a stage of its run, not a row of its own (recrunner.families)
 
     # the training state (recrunner.state): RecBole's attribute names and recrunner's, one dataclass
     epoch = state_attribute("epoch")
@@ -115,7 +118,6 @@ class CustomTrainer(Checkpointing, TrainerOutput, Trainer):
         except BaseException as exc:
             self._call("on_exception", exception=exc)
             raise
-        self._add_hparam_to_tensorboard(self.best_valid_score)
         self._call("on_fit_end")
         if verbose:
             self._log_end(time() - started, validating=self.is_validating(valid_data))
@@ -163,16 +165,14 @@ class CustomTrainer(Checkpointing, TrainerOutput, Trainer):
         self.initial_valid_result = dict(result)
         if verbose:
             self._log_validation(-1, time() - start, score, result)
-        self._write_scalars(tags.validation(result, score), -1)
+        self._call("on_initial_validation_end", metrics=self.initial_valid_result, score=score)
 
     def _train_and_log(self, train_data, epoch_idx, verbose, show_progress):
         start = time()
-        self._write_scalars({"Train/LR": self.optimizer.param_groups[0]["lr"]}, epoch_idx)  # before the epoch: its rate
         train_loss = self._train_epoch_to_first_non_finite(train_data, epoch_idx, show_progress)
         self.train_loss_dict[epoch_idx] = total_loss(train_loss)
         if verbose:
             self.logger.info(self._generate_train_loss_output(epoch_idx, start, time(), train_loss))
-        self._add_train_loss_to_tensorboard(epoch_idx, train_loss)
         self.wandblogger.log_metrics({"epoch": epoch_idx, "train_loss": train_loss, "train_step": epoch_idx}, head="train")
         self._call("on_train_epoch_end", losses=train_loss)
 
@@ -204,12 +204,12 @@ class CustomTrainer(Checkpointing, TrainerOutput, Trainer):
         start = time()
         valid_score, valid_result = self._valid_epoch(valid_data, show_progress=show_progress)
         self._empty_cuda_cache()
-        best = None if self.best_epoch is None else self.best_valid_score
-        is_best = improved(valid_score, best, bigger=self.valid_metric_bigger)
-        self.cur_step = 0 if is_best else self.cur_step + 1  # RecBole's counter, kept for its readers
+        before = Best(None if self.best_epoch is None else self.best_valid_score, self.best_epoch, self.cur_step)
+        after = track(before, valid_score, epoch_idx, bigger=self.valid_metric_bigger)
+        is_best = after.since == 0
+        self.cur_step = after.since  # RecBole's counter, kept for its readers
         if verbose:
             self._log_validation(epoch_idx, time() - start, valid_score, valid_result)
-        self._write_scalars(tags.validation(valid_result, valid_score), epoch_idx)
         self.wandblogger.log_metrics({**valid_result, "valid_step": epoch_idx}, head="valid")
         if is_best:
             self.best_valid_score, self.best_epoch, self.best_valid_result = valid_score, epoch_idx, valid_result
@@ -227,7 +227,6 @@ class CustomTrainer(Checkpointing, TrainerOutput, Trainer):
         self.test_per_user = {}
         with capture_per_user(self, test_data, self.test_per_user):
             result = dict(self.evaluate(test_data, load_best_model=True, show_progress=show_progress))
-        self._log_metrics_to_tensorboard(result, self.best_epoch if self.best_epoch is not None else 0, prefix="Test")
         self.logger.info(set_color("test result", "yellow") + ": \n" + dict2str(result))
         self._call("on_test_end", metrics=result)
         return result

@@ -36,6 +36,7 @@ class TreeTrainer(CustomTrainer):
     """Layered over RecBole's XGBoostTrainer or LightGBMTrainer (`for_library`)."""
 
     library_trainer: type  # set by for_library
+    reports_loss = False
 
     def __init__(self, config, model, *, writer=None, callbacks=(), hparams=None, run_dir=None):
         from pathlib import Path
@@ -76,9 +77,6 @@ class TreeTrainer(CustomTrainer):
         finally:
             self.callbacks = handler
         return 0.0
-
-    def _add_train_loss_to_tensorboard(self, epoch_idx, losses, tag="Train/Loss"):
-        pass  # a booster reports no loss
 
     def _valid_epoch(self, valid_data, show_progress=False):
         from recbole.utils import calculate_valid_score

@@ -169,6 +169,15 @@ def test_mlflow_tracker_logs_params_every_metric_and_the_final_status(workspace,
     logged = {key for name, args, _ in fake.calls if name == "log_metrics" for key in args[0]}
     assert {"Train/Loss", "Train/LR", "Valid/recall_at_10", "Best_Valid/ndcg_at_10", "Test/hit_at_10"} <= logged
     assert fake.calls[-1][2] == {"status": "FINISHED"}
+    # TensorBoard is a logger like it: the same scalars at the same steps (epoch -1 included)
+    from recrunner.callbacks.trackers import _mlflow_name
+
+    sent = {(key, kwargs["step"]): value for name, args, kwargs in fake.calls if name == "log_metrics"
+            for key, value in args[0].items()}
+    board = {(_mlflow_name(tag), step): value for tag, points in read_scalars(result.run_dir).items()
+             for step, value in points}
+    assert sent.keys() == board.keys() and ("Valid/ndcg_at_10", -1) in sent
+    assert all(sent[key] == pytest.approx(board[key], rel=1e-6) for key in sent)
 
 
 def test_a_tracker_that_is_not_installed_is_a_config_error_naming_the_extra(workspace):

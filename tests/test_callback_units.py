@@ -189,3 +189,14 @@ def test_plateau_schedule_lowers_the_rate_after_patience_validations_without_gai
         scheduler.on_validation_end(trainer, control, {}, score)
     # lowered after the 2nd validation without gain (epochs 2 and 5), floored at lr_min
     assert rates == [0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.03, 0.03]
+
+
+def test_track_is_the_one_best_rule_ties_improve_nan_never_does():
+    from recrunner.callbacks.early_stopping import Best, track
+
+    best = track(Best(), 0.2, 0, bigger=True)
+    assert best == Best(0.2, 0, 0)
+    assert track(best, 0.2, 1, bigger=True) == Best(0.2, 1, 0)  # a tie is a new best, as in RecBole
+    assert track(best, 0.25, 1, bigger=True, min_delta=0.1) == Best(0.2, 0, 1)
+    assert track(track(best, float("nan"), 1, bigger=True), 0.1, 2, bigger=True) == Best(0.2, 0, 2)
+    assert track(Best(1.0, 3, 4), 0.9, 5, bigger=False) == Best(0.9, 5, 0)  # smaller is better (rmse)

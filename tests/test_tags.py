@@ -9,6 +9,7 @@ def test_a_tuple_loss_is_reported_whole_and_by_part():
     assert tags.train((1.5, 0.5), lr=0.01) == {"Train/Loss": 2.0, "Train/Loss_0": 1.5, "Train/Loss_1": 0.5,
                                                  "Train/LR": 0.01}
     assert tags.train(3.0) == {"Train/Loss": 3.0}
+    assert tags.train(None, lr=0.3) == {"Train/LR": 0.3}  # a booster: no loss
 
 
 def test_validation_scalars_skip_a_score_that_is_not_finite():

@@ -34,6 +34,7 @@ def test_initial_validation_leaves_every_rng_as_it_found_it(workspace):
         return original_valid_epoch(*args, **kwargs)
 
     trainer._valid_epoch = valid_epoch_drawing_numbers
+    trainer._call("on_fit_start")  # as fit does before epoch -1
     expected = (np.random.get_state()[1].copy(), torch.get_rng_state(), train.generator.get_state())
     trainer._initial_validation(valid, verbose=False, show_progress=False)
     assert np.array_equal(np.random.get_state()[1], expected[0])

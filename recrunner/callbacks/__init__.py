@@ -7,7 +7,8 @@
             print(trainer.epoch, score, trainer.best_epoch)
 
 Built-ins (each in its own module): EarlyStopping, NonFiniteGuard, ProgressBar, LRScheduler,
-HistoryWriter, WandbLogger, MLflowLogger. `default_callbacks(config)` builds those the config asks for.
+HistoryWriter, TensorBoardLogger (every run), WandbLogger, MLflowLogger. `default_callbacks(config)`
+builds those the config asks for.
 """
 
 from .base import EVENTS, Callback, CallbackHandler, TrainerControl
@@ -17,10 +18,10 @@ from .guard import NonFiniteGuard
 from .history import HistoryWriter
 from .lr_schedule import LRScheduler, lr_multiplier
 from .progress import ProgressBar
-from .trackers import MLflowLogger, WandbLogger
+from .trackers import MetricLogger, MLflowLogger, TensorBoardLogger, WandbLogger
 
 __all__ = [
-    "EVENTS", "Callback", "CallbackHandler", "EarlyStopping", "HistoryWriter", "LRScheduler", "MLflowLogger",
-    "NonFiniteGuard", "ProgressBar", "TrainerControl", "WandbLogger", "default_callbacks", "improved",
+    "EVENTS", "Callback", "CallbackHandler", "EarlyStopping", "HistoryWriter", "LRScheduler", "MetricLogger",
+    "MLflowLogger", "NonFiniteGuard", "ProgressBar", "TensorBoardLogger", "TrainerControl", "WandbLogger", "default_callbacks", "improved",
     "lr_multiplier", "metric_bigger", "with_defaults",
 ]

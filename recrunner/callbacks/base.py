@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 EVENTS = (
     "on_fit_start",          # (trainer, control)
+    "on_initial_validation_end",  # (trainer, control, metrics, score)   epoch -1: the untrained model
     "on_epoch_start",        # (trainer, control)
     "on_train_epoch_end",    # (trainer, control, losses)
     "on_validation_end",     # (trainer, control, metrics, score)

@@ -17,7 +17,7 @@ from .guard import NonFiniteGuard
 from .history import HistoryWriter
 from .lr_schedule import LRScheduler
 from .progress import ProgressBar
-from .trackers import TRACKERS, MLflowLogger, WandbLogger
+from .trackers import TRACKERS, MLflowLogger, TensorBoardLogger, WandbLogger
 
 
 def default_callbacks(config, run_dir: Path | None = None) -> list:
@@ -30,6 +30,7 @@ def default_callbacks(config, run_dir: Path | None = None) -> list:
         callbacks.append(_lr_scheduler(config))
     if run_dir is not None:
         callbacks.append(HistoryWriter(Path(run_dir) / "history.jsonl"))
+    callbacks.append(TensorBoardLogger())
     callbacks += _trackers(config, run_dir)
     return callbacks
 

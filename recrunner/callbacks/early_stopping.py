@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+from typing import NamedTuple
 
 from .base import Callback
 
@@ -32,6 +33,22 @@ def improved(value: float, best: float | None, *, bigger: bool, min_delta: float
     return value >= best + min_delta if bigger else value <= best - min_delta
 
 
+class Best(NamedTuple):
+    """The best value of a watched metric so far, its epoch, and validations since it."""
+
+    value: float | None = None
+    epoch: int | None = None
+    since: int = 0
+
+
+def track(best: Best, value: float, epoch: int, *, bigger: bool, min_delta: float = 0.0) -> Best:
+    """`best` after a validation with `value` at `epoch` (pure): the one rule for both the
+    trainer's best epoch (valid_metric, which best.pth holds) and early stopping (its metric)."""
+    if improved(value, best.value, bigger=bigger, min_delta=min_delta):
+        return Best(value, epoch, 0)
+    return best._replace(since=best.since + 1)
+
+
 class EarlyStopping(Callback):
     """Request a stop after `patience + 1` validations in a row without improvement of `metric`."""
 
@@ -44,9 +61,7 @@ class EarlyStopping(Callback):
         self.patience = int(patience)
         self.min_delta = float(min_delta)
         self.bigger = metric_bigger(self.metric) if bigger is None else bigger
-        self.best: float | None = None
-        self.best_epoch: int | None = None
-        self.bad_validations = 0
+        self.tracked = Best()
 
     def on_fit_start(self, trainer, control):
         from ..config import require_metric
@@ -54,21 +69,24 @@ class EarlyStopping(Callback):
         require_metric(trainer.config, "early_stop_metric", self.metric)  # a callback built outside prepare
 
     def on_validation_end(self, trainer, control, metrics, score):
-        value = float(metrics[self.metric])
-        if improved(value, self.best, bigger=self.bigger, min_delta=self.min_delta):
-            self.best, self.best_epoch, self.bad_validations = value, trainer.epoch, 0
-            return
-        self.bad_validations += 1
-        if self.bad_validations > self.patience:
-            logger.info(f"early stopping: {self.metric} has not improved for {self.bad_validations} validations "
-                        f"(best {self.best} at epoch {self.best_epoch})")
+        self.tracked = track(self.tracked, float(metrics[self.metric]), trainer.epoch, bigger=self.bigger,
+                             min_delta=self.min_delta)
+        best, epoch, bad = self.tracked
+        if bad > self.patience:
+            logger.info(f"early stopping: {self.metric} has not improved for {bad} validations "
+                        f"(best {best} at epoch {epoch})")
             control.should_stop = True
-        elif self.bad_validations == self.patience:
+        elif bad == self.patience and bad > 0:
             logger.warning(f"early stopping is one validation away: {self.metric} has not improved for "
-                           f"{self.bad_validations} validations (best {self.best} at epoch {self.best_epoch})")
+                           f"{bad} validations (best {best} at epoch {epoch})")
+
+    # read by tests and users before the tracker was one value
+    best = property(lambda self: self.tracked.value)
+    best_epoch = property(lambda self: self.tracked.epoch)
+    bad_validations = property(lambda self: self.tracked.since)
 
     def state_dict(self) -> dict:
-        return {"best": self.best, "best_epoch": self.best_epoch, "bad_validations": self.bad_validations}
+        return {"best": self.tracked.value, "best_epoch": self.tracked.epoch, "bad_validations": self.tracked.since}
 
     def load_state_dict(self, state: dict) -> None:
-        self.best, self.best_epoch, self.bad_validations = state["best"], state["best_epoch"], state["bad_validations"]
+        self.tracked = Best(state["best"], state["best_epoch"], state["bad_validations"])

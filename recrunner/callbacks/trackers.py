@@ -1,12 +1,14 @@
-"""External experiment trackers: Weights & Biases and MLflow, as optional extras.
+"""Where a run's scalars go: TensorBoard (always), Weights & Biases and MLflow (optional extras).
 
     trackers: [mlflow]        # pip install 'recrunner[mlflow]'
     trackers: [wandb]         # pip install 'recrunner[wandb]'; project from wandb_project
 
-Each logs what TensorBoard gets (the run's hparams, Train/Loss, Train/LR, every Valid/ metric,
-Best_Valid/ and Test/ metrics) and closes its run with the run's status. The package is
-imported only when the tracker is enabled; a missing package is a one-line error at start.
-RecBole's own `log_wandb` keeps working as in RecBole.
+Every logger is a `MetricLogger`: one callback turns the loop's events into the scalars of
+recrunner.tags (Train/Loss and Train/LR per epoch, Valid/ per validation, step -1 for the
+untrained model, Best_Valid/ at the end of fit, Test/ after testing), so every destination gets
+the same tags at the same steps. A logger implements `start`, `log` and `finish`. The package of
+an optional tracker is imported only when it is enabled; a missing package is a one-line error at
+start. RecBole's own `log_wandb` keeps working as in RecBole.
 """
 
 from __future__ import annotations
@@ -21,52 +23,89 @@ from .base import Callback
 TRACKERS = ("wandb", "mlflow")
 
 
-class _Tracker(Callback):
-    package = ""
+class MetricLogger(Callback):
+    """Base class of the loggers: the loop's events as tagged scalars, sent to `log(scalars, step)`."""
+
+    package = ""  # imported at fit start; "" imports nothing
     order = 60
 
     def __init__(self, run_name: str | None = None):
         self.run_name = run_name
         self.module = None
+        self._epoch_lr = None
 
-    # -- what a tracker implements
+    # -- what a logger implements
     def start(self, trainer, params: dict): ...
-    def log(self, metrics: dict, step: int): ...
+    def log(self, scalars: dict, step: int): ...
+    def log_summary(self, scalars: dict, step: int):
+        """Best_Valid/ and Test/: steps before the newest epoch's (W&B keeps them apart)."""
+        self.log(scalars, step)
     def finish(self, ok: bool): ...
 
     # -- events
     def on_fit_start(self, trainer, control):
-        try:
-            self.module = importlib.import_module(self.package)
-        except ImportError:
-            raise ConfigError(f"trackers: {self.package} is not installed; pip install 'recrunner[{self.package}]' "
-                              f"or remove it from trackers") from None
+        if self.package:
+            try:
+                self.module = importlib.import_module(self.package)
+            except ImportError:
+                raise ConfigError(f"trackers: {self.package} is not installed; pip install 'recrunner[{self.package}]' "
+                                  f"or remove it from trackers") from None
         self.start(trainer, {k: _param(v) for k, v in trainer.hparams.items()})
 
+    def on_initial_validation_end(self, trainer, control, metrics, score):
+        self.log(tags.validation(metrics, score), -1)
+
+    def on_epoch_start(self, trainer, control):
+        self._epoch_lr = trainer.optimizer.param_groups[0]["lr"]  # the rate this epoch trains with
+
     def on_train_epoch_end(self, trainer, control, losses):
-        self.log(tags.train(losses, trainer.optimizer.param_groups[0]["lr"]), trainer.epoch)
+        reported = losses if getattr(trainer, "reports_loss", True) else None  # a booster has no loss
+        self.log(tags.train(reported, self._epoch_lr), trainer.epoch)
 
     def on_validation_end(self, trainer, control, metrics, score):
         self.log(tags.validation(metrics, score), trainer.epoch)
 
     def on_fit_end(self, trainer, control):
-        best = trainer.best_valid_result or {}
-        self.log(tags.validation(best, prefix="Best_Valid"), max(trainer.best_epoch or 0, 0))
+        best_step = trainer.best_epoch if trainer.best_epoch is not None else -1
+        scalars = tags.validation(trainer.best_valid_result or {}, trainer.best_valid_score, prefix="Best_Valid")
+        self.log_summary(scalars, best_step)
 
     def on_test_end(self, trainer, control, metrics):
-        self.log(tags.test(metrics), max(trainer.best_epoch or 0, 0))
+        self.log_summary(tags.test(metrics), max(trainer.best_epoch or 0, 0))
         self._finish(ok=True)
 
     def on_exception(self, trainer, control, exception):
         self._finish(ok=False)
 
     def _finish(self, ok):
-        if self.module is not None:
+        if self.module is not None or not self.package:
             self.finish(ok)
             self.module = None
 
 
-class WandbLogger(_Tracker):
+class TensorBoardLogger(MetricLogger):
+    """The run's own event file (trainer.tensorboard, a recrunner.tensorboard.RunWriter) and its
+    hparams row, written at the end of fit; the run's status is added when the run ends."""
+
+    def __init__(self):
+        super().__init__()
+        self.writer = None
+
+    def start(self, trainer, params):
+        self.writer = trainer.tensorboard
+
+    def log(self, scalars, step):
+        for tag, value in scalars.items():
+            self.writer.add_scalar(tag, value, step)
+
+    def on_fit_end(self, trainer, control):
+        super().on_fit_end(trainer, control)
+        if getattr(trainer, "reports_hparams", True):  # a pre-training stage is part of its run, not a row
+            metrics = list(trainer.best_valid_result or {})
+            self.writer.add_hparams(trainer.hparams, tags.hparam_metrics(metrics) or ["Best_Valid/score"])
+
+
+class WandbLogger(MetricLogger):
     package = "wandb"
 
     def __init__(self, project: str, run_name: str | None = None, directory=None):
@@ -78,15 +117,19 @@ class WandbLogger(_Tracker):
         self.run = self.module.init(project=self.project, name=self.run_name, config=params, reinit=True, **kwargs)
 
     def log(self, metrics, step):
-        if self.run is not None and step >= 0:
+        if self.run is not None and step >= 0:  # W&B steps start at 0
             self.run.log(metrics, step=step)
+
+    def log_summary(self, metrics, step):
+        if self.run is not None:  # W&B drops a step older than the newest one it has
+            self.run.summary.update(metrics)
 
     def finish(self, ok):
         self.run.finish(exit_code=0 if ok else 1)
         self.run = None
 
 
-class MLflowLogger(_Tracker):
+class MLflowLogger(MetricLogger):
     package = "mlflow"
 
     def __init__(self, tracking_uri: str | None = None, experiment: str | None = None, run_name: str | None = None):
