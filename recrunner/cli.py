@@ -10,6 +10,7 @@ import argparse
 import os
 import signal
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -111,7 +112,12 @@ def _report(args) -> int:
     return 0
 
 
+_STARTED = time.perf_counter()  # the command's start: a sweep's summary time includes start-up
+
+
 def main(argv=None) -> int:
+    global _STARTED
+    _STARTED = time.perf_counter()
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv
     try:
@@ -135,22 +141,20 @@ def main(argv=None) -> int:
 
 
 def _main(args) -> int:
-    if not args.dry_run and forkserver.serves(args.backend, args.workers, args.gpus):
-        forkserver.start()  # first: it imports torch and RecBole while this process does the same
-    from .experiment import Workspace
-    from .sweep import Grid, expand, load_grid, plan
+    from .sweep.grid import Grid, expand, load_grid
 
-    overrides = {}
-    for path in args.config_file:
-        overrides.update(load_yaml(path))
-    overrides.update(parse_set_options(args.set))
-    grid = load_grid(args.grid) if args.grid else Grid(models=("SASRec",), datasets=("ml-100k",))
-    grid = replace(grid, models=tuple(args.model or grid.models), datasets=tuple(args.dataset or grid.datasets))
-    name = args.name or grid.name or "default"
+    cells, name = _cells_checked_early(args, Grid, expand, load_grid)
+    if not args.dry_run and forkserver.serves(args.backend, args.workers, args.gpus) and _may_have_work(args, name, cells):
+        forkserver.start()  # it imports torch and RecBole while this process does the same
+    from .experiment import Workspace
+    from .sweep import plan
+
+    if args.gpus and args.backend == "local":
+        _check_gpus(args.gpus)
     data_path = args.data_path or Path(os.environ.get("RECRUNNER_DATA_PATH", "datasets"))
     workspace = Workspace(output_dir=args.output.resolve(), data_path=data_path.resolve(),
                           config_dir=(args.config_dir or _default_config_dir()))
-    planned = plan(expand(grid, overrides), workspace, name)
+    planned = plan(cells, workspace, name)
     if args.dry_run:
         print(_dry_run(name, planned, workspace))
         return 0
@@ -163,12 +167,61 @@ def _main(args) -> int:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _cells_checked_early(args, Grid, expand, load_grid):
+    """The sweep's cells and name, with every check that needs no torch or RecBole (checks.py)."""
+    from .checks import canonical_model, check_grid_cells, check_request_early, key_lines
+
+    sources, overrides = [], {}
+    for path in args.config_file:
+        params = load_yaml(path)
+        sources.append((str(path), params, key_lines(path)))
+        overrides.update(params)
+    given = parse_set_options(args.set)
+    sources.append(("--set", given, None))
+    overrides.update(given)
+    grid = load_grid(args.grid) if args.grid else Grid(models=("SASRec",), datasets=("ml-100k",))
+    models = tuple(canonical_model(m) for m in (args.model or grid.models))
+    grid = replace(grid, models=models, datasets=tuple(args.dataset or grid.datasets))
+    check_request_early(sources, models, output=args.output, resume_from=args.resume_from)
+    cells = expand(grid, overrides)
+    if args.grid:
+        check_grid_cells(cells, str(args.grid), key_lines(args.grid))
+    return cells, args.name or grid.name or "default"
+
+
+def _may_have_work(args, name, cells) -> bool:
+    """False when the sweep's record already shows as many finished cells as the grid has: the
+    worker server is then not started ahead (it starts at the first cell, if any)."""
+    from .sweep.record import SweepRecord
+
+    if args.restart or args.resume_from is not None:
+        return True
+    record = Path(args.output) / name / "sweep.jsonl"
+    if not record.is_file():
+        return True
+    finished = sum(state.state == Status.OK for state in SweepRecord(record).states().values())
+    return finished < len(cells)
+
+
+def _check_gpus(gpus) -> None:
+    import torch
+
+    available = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if not available:
+        raise ConfigError(f"--gpus {','.join(map(str, gpus))}: this machine has no CUDA device (torch "
+                          f"{torch.__version__}); drop --gpus to run on the CPU")
+    missing = [g for g in gpus if g >= available]
+    if missing:
+        raise ConfigError(f"--gpus: no GPU {', '.join(map(str, missing))}; this machine has {available} "
+                          f"(0..{available - 1})")
+
+
 def _sweep(name, planned, workspace, args) -> int:
     from .sweep import SweepOptions, run_sweep
 
     options = SweepOptions(workers=args.workers, backend=args.backend, ray_address=args.ray_address, gpus=args.gpus,
                            threads=args.threads, retries=args.retries, restart=args.restart,
-                           stale_after=args.stale_after, console=not args.quiet)
+                           stale_after=args.stale_after, console=not args.quiet, started=_STARTED)
     summary = run_sweep(name, planned, workspace, options)
     if summary.interrupted:
         print("recrunner: interrupted; run the same command again to resume", file=sys.stderr)

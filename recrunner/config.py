@@ -34,7 +34,8 @@ RECRUNNER_DEFAULTS: dict[str, Any] = {
     "early_stop_min_delta": 0.0,        # smallest change that counts as an improvement
     "nan_guard": True,                  # a non-finite loss or score fails the run with its reason
     "detect_anomaly": False,            # torch's autograd anomaly detection (RecBole turns it on; slow)
-    "progress_bar": True,               # a tqdm bar over epochs, shown only on a terminal
+    "progress_bar": True,               # progress within each epoch: one updating line on a terminal, else log lines
+    "progress_every": 60,               # off a terminal: seconds between progress lines while an epoch trains
     "lr_scheduler": None,               # constant | step | cosine | plateau; None: RecBole's fixed rate
     "lr_warmup": 0,                     # linear warmup length, in lr_interval units
     "lr_interval": "epoch",             # epoch | batch: what one schedule step is
@@ -67,6 +68,8 @@ def load_yaml(path: Path) -> dict:
         raise ConfigError(f"config file not found: {path}")
     try:
         data = yaml.load(path.read_text(), Loader=_loader())
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path} is not a text file; a config file is YAML (key: value per line)") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
@@ -185,7 +188,15 @@ def coerce_value(key: str, value: Any, default: Any, source: str = "--set") -> A
 
 
 def check_valid_metric(config) -> None:
-    """valid_metric must be one of the metrics RecBole computes for this run."""
+    """Every name in `metrics` must be a metric RecBole has; valid_metric one this run computes."""
+    from recbole.evaluator.register import metrics_dict
+
+    metrics = config["metrics"]
+    for metric in [metrics] if isinstance(metrics, str) else list(metrics or []):
+        if str(metric).lower() not in metrics_dict:
+            close = difflib.get_close_matches(str(metric).lower(), sorted(metrics_dict), n=2)
+            hint = f"did you mean {', '.join(close)}? " if close else ""
+            raise ConfigError(f"metrics: RecBole has no metric {metric!r}; {hint}available: {', '.join(sorted(metrics_dict))}")
     require_metric(config, "valid_metric", config["valid_metric"])
 
 

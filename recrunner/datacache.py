@@ -24,6 +24,7 @@ import logging
 import pickle
 from pathlib import Path
 
+from .errors import DataError, one_line
 from .rundir import atomic_file, file_lock
 from .seams.dataset import dataset_class_name, reuse_built
 
@@ -34,23 +35,49 @@ CACHE_FORMAT = 1
 
 def load_data(config, cache_dir: Path | None):
     """(train, valid, test) dataloaders, as `data_preparation(config, create_dataset(config))`."""
-    from recbole.data import create_dataset, data_preparation
-
     if cache_dir is None:
-        return data_preparation(config, create_dataset(config))
+        return _prepared(config, _dataset(config))
     path = Path(cache_dir) / f"{config['dataset']}-{data_key(config)[:16]}.pkl"
     path.parent.mkdir(parents=True, exist_ok=True)
     with file_lock(path.with_suffix(".lock")):
         entry = _read(path)
         if entry is None:
-            dataset = create_dataset(config)
-            entry = (dataset, dataset.build())
+            dataset = _dataset(config)
+            entry = (dataset, _prepared(config, dataset, split_only=True))
             _write(entry, path)
             logger.info(f"data cache: built and saved {path.name}")
         else:
             logger.info(f"data cache: reusing {path.name} (the dataset and its split)")
     dataset, built = entry
-    return data_preparation(config, reuse_built(config, dataset, built))
+    return _prepared(config, reuse_built(config, dataset, built))
+
+
+def _dataset(config):
+    """RecBole's dataset, filtered; a DataError when nothing usable is left (recrunner.data)."""
+    from recbole.data import create_dataset
+
+    try:
+        dataset = create_dataset(config)
+    except (ValueError, KeyError, IndexError) as exc:
+        raise DataError(f"RecBole could not read {config['dataset']} ({one_line(exc)[:160]}); check its atomic "
+                        "files' columns and types") from None
+    if dataset.inter_num == 0 or dataset.user_num <= 2 or dataset.item_num <= 2:
+        raise DataError(
+            f"{config['dataset']} has {dataset.inter_num} interactions, {dataset.user_num - 1} users and "
+            f"{dataset.item_num - 1} items left after filtering (user_inter_num_interval "
+            f"{config['user_inter_num_interval']}, item_inter_num_interval {config['item_inter_num_interval']}, "
+            f"val_interval {config['val_interval']}); loosen the filters or use a larger dataset")
+    return dataset
+
+
+def _prepared(config, dataset, split_only=False):
+    """The split (`dataset.build()`) or the dataloaders; RecBole's complaints about the data as one line."""
+    from recbole.data import data_preparation
+
+    try:
+        return dataset.build() if split_only else data_preparation(config, dataset)
+    except ValueError as exc:
+        raise DataError(f"{config['dataset']}: {one_line(exc)[:300]}") from None
 
 
 def data_key(config) -> str:

@@ -3,6 +3,7 @@
     RecrunnerError            base; `exit_code` is what the CLI returns
     +-- ConfigError           bad input: unknown model or key, wrong type, malformed YAML (exit 2)
     |   +-- DatasetNotFoundError
+    |   +-- DataError           a dataset's files RecBole cannot read, or nothing left after filtering
     |   +-- EnvironmentProblem  an installed dependency RecBole 1.2.1 cannot work with
     +-- CheckpointError       a checkpoint that cannot be read or written
     +-- TrainingFailed        a callback ended the run (a non-finite loss or score, ...)
@@ -24,6 +25,10 @@ class DatasetNotFoundError(ConfigError):
     pass
 
 
+class DataError(ConfigError):
+    pass
+
+
 class EnvironmentProblem(ConfigError):
     pass
 
@@ -38,6 +43,16 @@ class TrainingFailed(RecrunnerError):
 
 class RunInterrupted(RecrunnerError):
     exit_code = 130
+
+
+def is_usage_error(reason: str | None) -> bool:
+    """Whether a recorded failure reason (`one_line`'s `Type: message`) is bad input, exit 2 (pure)."""
+    names = {cls.__name__ for cls in (ConfigError, *_subclasses(ConfigError))}
+    return bool(reason) and reason.split(":", 1)[0] in names
+
+
+def _subclasses(cls) -> list[type]:
+    return [c for sub in cls.__subclasses__() for c in (sub, *_subclasses(sub))]
 
 
 def one_line(exc: BaseException) -> str:

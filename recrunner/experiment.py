@@ -24,13 +24,14 @@ from .callbacks import default_callbacks
 from .checkpoint import load as load_checkpoint
 from .checkpoint import to_plain
 from .config import RECRUNNER_DEFAULTS, check_overrides, check_valid_metric, layered_params, setting
-from .data import check_additional_files, resolve_data_path
+from .checks import check_values
+from .data import check_additional_files, check_atomic_files, resolve_data_path
 from .datacache import load_data
 from .errors import ConfigError, RecrunnerError, RunInterrupted, one_line
 from .families import pretraining_stages
 from .models import check_requirements, failure_hint, resolve_model, trainer_class_for
 from .record import RunRecord, Status
-from .resume import bring_best_checkpoint, resumable_state, resume_point
+from .resume import StartOver, bring_best_checkpoint, check_request, resume_point
 from .rundir import RunPaths, fingerprint, make_run_id, run_paths, write_config
 from .runlog import run_logging
 from .seams.config import honour_data_path, recbole_argv_cleared, recbole_model_defaults
@@ -90,6 +91,7 @@ class PreparedRun:
     fingerprint: str
     trainer_class: type
     stages: tuple[str, ...] = ()  # pre-training stages run before this run's own training (families)
+    group: str = ""  # its HParams trial name: runs that differ only by seed share it
 
 
 def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
@@ -108,7 +110,8 @@ def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
     # RecBole's defaults for this model and dataset, without the overrides: the keys and types to check them against
     defaults = _recbole_config(Config, model, experiment.dataset, {**file_layers, "data_path": str(data_path)})
     known = {**defaults.internal_config_dict, **RECRUNNER_DEFAULTS, **file_layers}
-    params = check_overrides(params, known, source="--set/--config-file")
+    params = check_overrides(params, known, source="parameters (--set, --config-file, grid)")
+    check_values({**file_layers, **params}, f"{model} on {experiment.dataset}")
     identity = {**params, "seed": params.get("seed", defaults["seed"])}
     run_id = make_run_id(identity, shown=None if experiment.id_keys is None else (*experiment.id_keys, "seed"))
     paths = run_paths(workspace.output_dir, experiment.sweep, experiment.dataset, model, run_id)
@@ -118,6 +121,7 @@ def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
     config = _recbole_config(Config, model, experiment.dataset, config_dict)
     check_valid_metric(config)
     check_additional_files(config)
+    check_atomic_files(config)
     default_callbacks(config)  # its settings are checked here, before anything is written
     accumulation_steps(config)
     trainer_class = trainer_class_for(model, config["MODEL_TYPE"], CustomTrainer)
@@ -127,7 +131,9 @@ def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
         raise ConfigError(str(exc)) from None
     hparams = {**default_hparams(config), **identity}
     settings = {"model": model, "dataset": experiment.dataset, **file_layers, **params}
-    return PreparedRun(experiment, config, paths, run_id, hparams, fingerprint(settings), trainer_class, stages)
+    shown = None if experiment.id_keys is None else experiment.id_keys
+    group = f"{experiment.dataset}/{model}/" + make_run_id({k: v for k, v in params.items() if k != "seed"}, shown=shown)
+    return PreparedRun(experiment, config, paths, run_id, hparams, fingerprint(settings), trainer_class, stages, group)
 
 
 def _recbole_config(config_class, model, dataset, config_dict):
@@ -136,17 +142,22 @@ def _recbole_config(config_class, model, dataset, config_dict):
             config = config_class(model=model, dataset=dataset, config_dict=config_dict)
         honour_data_path(config, config_dict["data_path"])
         return config
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+    except (ValueError, TypeError, KeyError, AttributeError, NotImplementedError) as exc:
         raise ConfigError(f"RecBole rejected the configuration of {model} on {dataset}: {exc}") from None
 
 
 def run_experiment(experiment: Experiment, workspace: Workspace, *, restart: bool = False,
                    resume_from: Path | None = None, callbacks: Sequence = (), console: bool = True) -> RunResult:
-    """Run (or resume, or skip if finished) one experiment; see the module docstring."""
+    """Run (or resume, or skip if finished) one experiment; see the module docstring.
+
+    The request is checked against what is on disk before anything is written; a finished run
+    is replaced only with `restart`, and only once the new run has begun (resume.StartOver).
+    """
     prepared = prepare(experiment, workspace)
-    resume_state = resumable_state(resume_from) if resume_from is not None else None
     paths = prepared.paths
     previous = RunRecord.read(paths.metrics)
+    resume_state = check_request(paths, previous and previous.status, prepared.config["model"], experiment.dataset,
+                                 restart=restart, resume_from=resume_from)
     if previous and not restart:
         if previous.fingerprint not in (None, prepared.fingerprint):
             raise ConfigError(
@@ -155,14 +166,14 @@ def run_experiment(experiment: Experiment, workspace: Workspace, *, restart: boo
             )
         if previous.status is Status.OK and resume_from is None:
             return _result_from_record(paths.run_dir, previous, skipped=True)
-    if restart:
-        _clear_run(paths)
-    paths.create()
-    with run_logging(paths.log, console=console):
-        return _execute(prepared, workspace, resume_from, resume_state, callbacks)
+    aside = workspace.output_dir / ".cache" / "replaced" / paths.run_dir.relative_to(workspace.output_dir)
+    with StartOver(paths, aside, enabled=restart) as start_over:
+        paths.create()
+        with run_logging(paths.log, console=console):
+            return _execute(prepared, workspace, resume_from, resume_state, callbacks, begun=start_over.begun)
 
 
-def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_state, callbacks) -> RunResult:
+def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_state, callbacks, begun) -> RunResult:
     from recbole.utils import init_seed
 
     config, paths = prepared.config, prepared.paths
@@ -174,11 +185,13 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
         bring_best_checkpoint(Path(resume_from), resume_state["best_epoch"], paths)
     else:
         resume = resume_point(paths)
-    writer = RunWriter(paths.run_dir, purge_step=resume[1] + 1 if resume else None)
+    writer = RunWriter(paths.run_dir, purge_step=resume[1] + 1 if resume else None, group=prepared.group)
     status, error, trainer = Status.FAILED, None, None
     try:
         logger.info(f"recrunner {__version__}: {config['model']} on {config['dataset']}, run {paths.run_dir}")
         started = time.perf_counter()
+        if prepared.stages:
+            begun()  # a pre-training stage is the new run's first training
         _run_pretraining_stages(prepared, workspace, callbacks)
         if prepared.stages:
             record.pretrain_seconds = round(time.perf_counter() - started, 3)
@@ -189,6 +202,7 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
         trainer = _build_trainer(prepared, paths.run_dir, train_data, writer, callbacks)
         if resume:
             trainer.resume_checkpoint(resume[0])
+        begun()
         show_progress = bool(config["show_progress"]) and sys.stderr.isatty()  # bars are for terminals
         started = time.perf_counter()
         trainer.fit(train_data, valid_data, saved=True, show_progress=show_progress)
@@ -290,13 +304,6 @@ def _initial_record(prepared: PreparedRun) -> RunRecord:
 def _result_from_record(run_dir: Path, record: RunRecord, skipped: bool = False) -> RunResult:
     return RunResult(run_dir=Path(run_dir), status=record.status, best_epoch=record.best_epoch,
                      best_valid=record.best_valid, test=record.test, error=record.error, skipped=skipped)
-
-
-def _clear_run(paths: RunPaths) -> None:
-    import shutil
-
-    if paths.run_dir.exists():
-        shutil.rmtree(paths.run_dir)
 
 
 def _now() -> str:

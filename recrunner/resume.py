@@ -1,26 +1,81 @@
-"""Where a run continues from: decisions about the checkpoints already on disk.
+"""Where a run continues from, or how it starts over: decisions about what is already on disk.
 
-`resume_point` finds this run's newest intact last.pth (falling back past corrupt files to the
-newest epoch-NNNN.pth); `resumable_state` checks an explicit --resume-from file;
-`bring_best_checkpoint` copies the best weights beside a --resume-from file into the new run.
+`check_request` checks a --resume-from / --restart request against the run on disk before
+anything is touched; `resume_point` finds this run's newest intact last.pth (falling back past
+corrupt files to the newest epoch-NNNN.pth); `bring_best_checkpoint` copies the best weights
+beside a --resume-from file into the new run; `StartOver` replaces a run only once the new one
+has begun.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 from pathlib import Path
 
 from .checkpoint import load as load_checkpoint
 from .checkpoint import load_training_state
-from .errors import CheckpointError
+from .errors import CheckpointError, ConfigError
+from .record import Status
 from .rundir import RunPaths
 
 logger = logging.getLogger("recrunner")
 
 
-def resumable_state(path: Path) -> dict:
-    """An explicit --resume-from file: it must open and hold a full training state."""
-    return load_training_state(path)
+def check_request(paths: RunPaths, previous_status, model: str, dataset: str, *, restart: bool,
+                  resume_from: Path | None) -> dict | None:
+    """The training state of --resume-from (None without it), once the request is known to be
+    safe for the run at `paths`; a ConfigError (exit 2) otherwise, with nothing touched."""
+    if resume_from is None:
+        return None
+    resume_from = Path(resume_from)
+    if restart and resume_from.resolve().is_relative_to(paths.run_dir.resolve()):
+        raise ConfigError(f"--resume-from {resume_from} lies inside the run --restart replaces; copy it "
+                          "elsewhere first, or drop --restart to continue that run")
+    if previous_status is Status.OK and not restart:
+        raise ConfigError(f"{paths.run_dir} is finished (ok); --resume-from would replace it: add --restart "
+                          "to replace it, or give other settings or --name for a new run")
+    try:
+        state = load_training_state(resume_from)
+    except CheckpointError as exc:
+        raise ConfigError(f"--resume-from: {exc}") from None
+    written_for = (state.get("model"), (state.get("config") or {}).get("dataset", dataset))
+    if written_for != (model, dataset):
+        raise ConfigError(f"--resume-from {resume_from} was written by {written_for[0]} on {written_for[1]}, "
+                          f"not {model} on {dataset}; give a last.pth of this model and dataset")
+    return state
+
+
+class StartOver:
+    """--restart: the run's folder moves aside (into `aside`); it comes back whole if the new run
+    never begins, and is deleted once it has (`begun()`, called before the first training epoch)."""
+
+    def __init__(self, paths: RunPaths, aside: Path, enabled: bool = True):
+        self.run_dir, self.aside, self.enabled, self.moved = paths.run_dir, Path(aside), enabled, False
+
+    def __enter__(self):
+        if self.enabled and self.aside.exists():  # a start-over killed before it began
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+            os.replace(self.aside, self.run_dir)
+        if self.enabled and self.run_dir.exists():
+            self.aside.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(self.run_dir, self.aside)
+            self.moved = True
+        return self
+
+    def begun(self) -> None:
+        if self.moved:
+            shutil.rmtree(self.aside, ignore_errors=True)
+            self.moved = False
+
+    def __exit__(self, *exc_info):
+        if self.moved:
+            logger.warning(f"the new run never began: {self.run_dir} is back as it was")
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+            os.replace(self.aside, self.run_dir)
+            self.moved = False
+        return False
 
 
 def resume_point(paths: RunPaths) -> tuple[Path, int] | None:

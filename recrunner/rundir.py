@@ -58,11 +58,23 @@ def make_run_id(params: Mapping, shown=None) -> str:
     """
     flat = _flatten(params)
     keys = sorted(flat) if shown is None else sorted(k for k in flat if k in set(shown))
-    text = ",".join(f"{key}={_format(flat[key])}" for key in keys) or "defaults"
-    safe = _UNSAFE.sub("_", text)
-    if len(safe) <= MAX_RUN_ID and safe == text and len(keys) == len(flat):
-        return safe
-    return f"{safe[: MAX_RUN_ID - 12]}-{fingerprint(flat)}"
+    pairs = [f"{key}={_format(flat[key])}" for key in keys]
+    safe = [_UNSAFE.sub("_", pair) for pair in pairs]
+    text = ",".join(safe) or "defaults"
+    if len(text) <= MAX_RUN_ID and safe == pairs and len(keys) == len(flat):
+        return text
+    return "-".join([*_whole_pairs(safe, MAX_RUN_ID - 11), fingerprint(flat)])
+
+
+def _whole_pairs(pairs: list[str], limit: int) -> list[str]:
+    """As many leading `key=value` pairs as fit in `limit` characters, joined; never half of one (pure)."""
+    taken, length = [], -1
+    for pair in pairs:
+        if length + 1 + len(pair) > limit:
+            break
+        taken.append(pair)
+        length += 1 + len(pair)
+    return [",".join(taken)] if taken else []
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ from typing import Mapping
 from .record import Status
 from .rundir import atomic_file, file_lock, fingerprint
 
-STATUS = {Status.OK: "STATUS_SUCCESS", Status.FAILED: "STATUS_FAILURE", Status.INTERRUPTED: "STATUS_FAILURE",
+# an interrupted run is not finished (the same command resumes it): TensorBoard's "unknown", not a failure
+STATUS = {Status.OK: "STATUS_SUCCESS", Status.FAILED: "STATUS_FAILURE", Status.INTERRUPTED: "STATUS_UNKNOWN",
           Status.RUNNING: "STATUS_RUNNING"}
 
 
@@ -41,12 +42,13 @@ def _plugin_summary(tag, **content):
 
 
 def session_group(hparams: Mapping) -> str:
-    """Runs that differ only by seed share a group, which TensorBoard aggregates (pure)."""
+    """Runs that differ only by seed share a group, which TensorBoard aggregates (pure); the name a
+    run is given (`RunWriter(group=...)`: dataset/model/what identifies it) is more readable."""
 
     return fingerprint({k: str(v) for k, v in hparams.items() if k not in ("seed", "status")})
 
 
-def hparams_summaries(hparams: Mapping, status: str | None):
+def hparams_summaries(hparams: Mapping, status: str | None, group: str | None = None):
     """A run's row: its session start (values, seed group) and, once known, its end (status).
 
     The columns (the Experiment proto) are not here: TensorBoard takes them from the first run
@@ -56,7 +58,7 @@ def hparams_summaries(hparams: Mapping, status: str | None):
     from tensorboard.plugins.hparams.api_pb2 import Status
     from tensorboard.plugins.hparams.plugin_data_pb2 import SessionEndInfo, SessionStartInfo
 
-    start = SessionStartInfo(group_name=session_group(hparams))
+    start = SessionStartInfo(group_name=group or session_group(hparams))
     for key, raw in hparams.items():
         value = hparam_value(raw)
         if isinstance(value, bool):
@@ -72,8 +74,19 @@ def hparams_summaries(hparams: Mapping, status: str | None):
     return protos
 
 
+def shown_columns(rows: list[Mapping]) -> list[str]:
+    """The HParams columns worth showing (pure): model, dataset, every parameter whose value differs
+    across `rows` (or that only some rows have), seed and status; a lone run shows all it has."""
+    keys = sorted({key for row in rows for key in row})
+    if len(rows) > 1:
+        def varies(key):
+            return len({repr(hparam_value(row[key])) if key in row else "<absent>" for row in rows}) > 1
+        keys = [key for key in keys if key in _ALWAYS_SHOWN or varies(key)]
+    return sorted(keys, key=_column_order)
+
+
 def experiment_summary(rows: list[Mapping], metric_tags):
-    """The HParams columns: the union of every run's hparams (typed by all their values) and metrics."""
+    """The HParams columns (`shown_columns`, typed by all their values) and the metric columns."""
     from tensorboard.plugins.hparams import metadata
     from tensorboard.plugins.hparams.api_pb2 import DataType, Experiment, HParamInfo, MetricInfo, MetricName
 
@@ -82,7 +95,7 @@ def experiment_summary(rows: list[Mapping], metric_tags):
         for key, raw in row.items():
             values.setdefault(key, []).append(hparam_value(raw))
     infos = []
-    for key in sorted(values, key=_column_order):
+    for key in shown_columns(rows):
         seen = values[key]
         if all(isinstance(v, bool) for v in seen):
             kind = "DATA_TYPE_BOOL"
@@ -90,7 +103,8 @@ def experiment_summary(rows: list[Mapping], metric_tags):
             kind = "DATA_TYPE_FLOAT64"
         else:
             kind = "DATA_TYPE_STRING"
-        info = HParamInfo(name=key, type=DataType.Value(kind))
+        # TensorBoard (2.21) orders columns by `differs`, then by name; the trial name comes first
+        info = HParamInfo(name=key, type=DataType.Value(kind), differs=len({repr(v) for v in seen}) > 1)
         if kind == "DATA_TYPE_STRING":
             info.domain_discrete.extend(sorted({str(v) for v in seen}))
         infos.append(info)
@@ -99,11 +113,15 @@ def experiment_summary(rows: list[Mapping], metric_tags):
     return _plugin_summary(metadata.EXPERIMENT_TAG, experiment=experiment)
 
 
-_FIRST_COLUMNS = ("model", "dataset", "status", "seed", "learning_rate")
+_ALWAYS_SHOWN = ("model", "dataset", "status")
 
 
 def _column_order(key: str):
-    return (_FIRST_COLUMNS.index(key) if key in _FIRST_COLUMNS else len(_FIRST_COLUMNS), key)
+    """model, dataset, the parameters (alphabetical), seed, status: the order written (TensorBoard 2.21
+    re-sorts the columns by name, varied ones first; its first column, the trial name, says
+    dataset/model/what the sweep varies)."""
+    rank = {"model": 0, "dataset": 1, "seed": 3, "status": 4}.get(key, 2)
+    return rank, key
 
 
 def read_session(path: Path) -> tuple[dict, str | None]:
@@ -136,15 +154,18 @@ def _write_experiment(logdir: Path) -> Path | None:
     logdir = Path(logdir)
     rows, metrics = [], set()
     for path in sorted(logdir.rglob(HPARAMS_FILE)):
-        if path.parent == logdir:
-            continue
+        parts = path.parent.relative_to(logdir).parts
+        if not parts or parts[0] == COLUMNS_DIR or any(part.startswith(".") for part in parts):
+            continue  # the columns themselves, the cache, a run set aside by --restart
         rows.append(read_session(path)[0])
         recorded = RunRecord.read(path.parent) or RunRecord()
         names = set(recorded.best_valid) | set(recorded.test)
         metrics |= set(tags.hparam_metrics(names))
     if not rows:
         return None
-    target = logdir / HPARAMS_FILE
+    (logdir / HPARAMS_FILE).unlink(missing_ok=True)  # where older recrunner wrote them: a run named "."
+    target = columns_file(logdir)
+    target.parent.mkdir(exist_ok=True)
     write_event_file(target, [experiment_summary(rows, sorted(metrics, key=lambda t: (not t.startswith("Best"), t)))])
     return target
 
@@ -158,6 +179,13 @@ def write_experiment(logdir: Path) -> Path | None:
 
 
 HPARAMS_FILE = "events.out.tfevents.0000000000.hparams"
+# TensorBoard reads the HParams columns from whichever run has them: this one holds only them
+COLUMNS_DIR = "hparams-columns"
+
+
+def columns_file(logdir: Path) -> Path:
+    """Where the HParams columns of every run under `logdir` are (TensorBoard's run "hparams-columns")."""
+    return Path(logdir) / COLUMNS_DIR / HPARAMS_FILE
 
 
 def write_event_file(path: Path, summaries) -> None:
@@ -183,7 +211,7 @@ class RunWriter:
     event it reads, so appending a new status would leave the old one showing.
     """
 
-    def __init__(self, log_dir: Path, purge_step: int | None = None):
+    def __init__(self, log_dir: Path, purge_step: int | None = None, group: str | None = None):
         from torch.utils.tensorboard import SummaryWriter
 
         self.log_dir = Path(log_dir)
@@ -191,6 +219,7 @@ class RunWriter:
         self.writer = SummaryWriter(log_dir=str(self.log_dir), purge_step=purge_step)
         self.hparams: dict | None = None
         self.metric_tags: list[str] = []
+        self.group = group  # the HParams trial (session group) name; None: a hash of the parameters
 
     # RecBole's Trainer calls add_scalar on the object it knows as `tensorboard`
     def add_scalar(self, tag, value, step):
@@ -201,7 +230,7 @@ class RunWriter:
         columns, which `write_experiment` writes once for all runs."""
         self.hparams, self.metric_tags = dict(hparams), list(metric_tags)
         row = {**self.hparams, "status": status} if status is not None else self.hparams
-        write_event_file(self.log_dir / HPARAMS_FILE, hparams_summaries(row, status))
+        write_event_file(self.log_dir / HPARAMS_FILE, hparams_summaries(row, status, self.group))
 
     def end_session(self, status: str, hparams: Mapping | None = None):
         """Record the run's final status in its hparams row (writing the row if fit never did)."""

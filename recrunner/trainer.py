@@ -85,6 +85,7 @@ class CustomTrainer(Checkpointing, TrainerOutput, Trainer):
         self.control = TrainerControl()
         self.accumulation_steps = accumulation_steps(config)
         self.steps_per_epoch = None  # optimizer steps per epoch, known once fit sees the data
+        self.batches_per_epoch = None
         self.non_finite_batch = None  # batch index where this epoch's loss stopped being finite
         self.test_per_user: dict = {}
         self.hparams = dict(hparams) if hparams is not None else default_hparams(config)
@@ -98,7 +99,8 @@ class CustomTrainer(Checkpointing, TrainerOutput, Trainer):
     def fit(self, train_data, valid_data=None, verbose=True, saved=True, show_progress=False, callback_fn=None):
         started = time()
         self._generators = _generators_of(train=train_data, valid=valid_data)
-        self.steps_per_epoch = math.ceil(len(train_data) / self.accumulation_steps)
+        self.batches_per_epoch = len(train_data)
+        self.steps_per_epoch = math.ceil(self.batches_per_epoch / self.accumulation_steps)
         if saved and self.start_epoch >= self.epochs and not self.best_path.exists():
             self._save_best_checkpoint(-1, verbose)
         self.eval_collector.data_collect(train_data)
@@ -194,6 +196,7 @@ class CustomTrainer(Checkpointing, TrainerOutput, Trainer):
         self._batches_seen += 1
         if not torch.isfinite(loss).all():
             raise _NonFiniteLoss(str(float(loss.detach().float().sum())))
+        self._call("on_train_batch", batch=self._batches_seen - 1)
 
     def _validate_and_track(self, valid_data, epoch_idx, verbose, saved, show_progress, callback_fn):
         """Validate; a new best (by valid_metric, ties included, as RecBole) saves best.pth.

@@ -43,15 +43,15 @@ def read_hparams(run_dir: Path) -> dict:
     """A run's hparams row (values, status) and the columns TensorBoard shows for its output folder."""
     from tensorboard.plugins.hparams import metadata
 
-    from recrunner.tensorboard import HPARAMS_FILE, read_session
+    from recrunner.tensorboard import HPARAMS_FILE, columns_file, read_session
 
     hparams, status = read_session(run_dir / HPARAMS_FILE)
     columns, metric_tags = [], []
-    root = next((p for p in run_dir.parents if (p / HPARAMS_FILE).is_file()), None)
+    root = next((p for p in run_dir.parents if columns_file(p).is_file()), None)
     if root is not None:
         from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
-        for event in EventFileLoader(str(root / HPARAMS_FILE)).Load():
+        for event in EventFileLoader(str(columns_file(root))).Load():
             for value in event.summary.value:
                 if value.tag == metadata.EXPERIMENT_TAG:
                     experiment = metadata.parse_experiment_plugin_data(value.metadata.plugin_data.content)

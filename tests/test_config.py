@@ -70,3 +70,13 @@ def test_long_run_ids_are_shortened_with_a_hash():
     run_id = make_run_id(params)
     assert len(run_id) <= 96 and run_id.startswith("parameter_0=0,")
     assert run_id != make_run_id({**params, "parameter_19": 0})
+
+
+def test_a_shortened_run_id_never_cuts_a_key_or_value_in_half():
+    params = {"MAX_ITEM_LIST_LENGTH": 10, "epochs": 2, "hidden_size": 16, "inner_size": 32, "n_heads": 1,
+              "n_layers": 1, "seed": 2020, "train_batch_size": 2048, "user_inter_num_interval": "[10,60]"}
+    run_id = make_run_id(params)
+    readable, _, digest = run_id.rpartition("-")
+    assert len(run_id) <= 96 and len(digest) == 10
+    assert all(pair in {f"{k}={v}" for k, v in params.items()} for pair in readable.split(","))
+    assert make_run_id({"x" * 200: 1}).isalnum()  # not even one pair fits: the hash alone

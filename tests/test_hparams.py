@@ -45,8 +45,12 @@ def test_a_mixed_model_sweep_has_one_row_per_run_with_every_column_and_its_statu
 
     experiment, groups = _tensorboard_view(workspace.output_dir)
 
-    columns = {info.name for info in experiment.hparam_infos}
-    assert {"model", "dataset", "seed", "status", "learning_rate", "train_batch_size"} <= columns
+    order = [info.name for info in experiment.hparam_infos]
+    columns = set(order)
+    varied = [info.name for info in experiment.hparam_infos if info.differs]
+    assert {"model", "learning_rate", "seed", "status"} <= set(varied) and "dataset" not in varied
+    assert {"learning_rate"} <= columns  # varied; constants nobody varied are not columns
+    assert not {"train_batch_size", "shuffle", "worker", "epochs"} & columns
     assert {"embedding_size"} <= columns and {"hidden_size", "n_layers", "n_heads", "inner_size"} <= columns
     metrics = {info.name.tag for info in experiment.metric_infos}
     assert {"Best_Valid/ndcg@10", "Best_Valid/score", "Test/ndcg@10", "Test/recall@10"} <= metrics
@@ -55,6 +59,9 @@ def test_a_mixed_model_sweep_has_one_row_per_run_with_every_column_and_its_statu
     # one group per configuration, the seeds inside it; one session (row) per run
     sessions = {s.name: (g, s) for g in groups for s in g.sessions}
     assert len(groups) == 3 and all(len(g.sessions) == 2 for g in groups)
+    names = sorted(g.name for g in groups)  # readable trial names: dataset/model/what the sweep varies
+    assert [n.split("/")[:2] for n in names] == [["ml-100k", "BPR"], ["ml-100k", "BPR"], ["ml-100k", "SASRec"]]
+    assert all(n.split("/")[2].startswith("learning_rate=") for n in names[:2])
     assert all(name.startswith("mixed/ml-100k/") for name in sessions) and len(sessions) == 6
     by_status = {}
     for group in groups:

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 import torch
 
-from recrunner import Experiment, run_experiment
+from recrunner import ConfigError, Experiment, run_experiment
 
 from .conftest import REPO, TINY_BPR, TINY_SASREC, read_scalars
 
@@ -210,11 +210,10 @@ def test_resume_from_a_given_checkpoint(workspace, tmp_path):
 
 def test_resume_from_best_pth_is_refused_before_anything_is_written(workspace, tmp_path):
     from recrunner import Workspace
-    from recrunner.errors import CheckpointError
 
     result = run_experiment(Experiment("BPR", "ml-100k", TINY_BPR), workspace, console=False)
     other = Workspace(tmp_path / "elsewhere", workspace.data_path, workspace.config_dir)
-    with pytest.raises(CheckpointError, match="holds weights only"):
+    with pytest.raises(ConfigError, match="--resume-from: .*holds weights only"):  # a usage error: exit 2
         run_experiment(Experiment("BPR", "ml-100k", TINY_BPR), other, console=False,
                        resume_from=result.run_dir / "checkpoints" / "best.pth")
     assert not other.output_dir.exists()

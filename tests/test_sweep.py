@@ -122,7 +122,7 @@ def test_a_broken_cell_fails_alone_retries_and_the_exit_code_says_so(workspace, 
     grid.write_text(yaml.safe_dump({
         "name": "broken", "models": ["BPR", "Pop"], "datasets": ["ml-100k"],
         "params": {"learning_rate": [0.01, 1e30]},         # 1e30 diverges at the first step
-        "model_params": {"Pop": {"learning_rate": 0.01, "no_such_key": 1}},  # refused by prepare
+        "model_params": {"Pop": {"learning_rate": 0.01, "n_heads": 2}},  # SASRec's key: prepare refuses it for Pop
         "fixed": {"epochs": 1, "embedding_size": 8, "user_inter_num_interval": "[10,60]"},
     }))
 
@@ -133,7 +133,7 @@ def test_a_broken_cell_fails_alone_retries_and_the_exit_code_says_so(workspace, 
     rows = {(r["model"], r["learning_rate"]): r for r in _rows(workspace.output_dir / "broken")}
     assert rows[("BPR", "0.01")]["status"] == "ok"
     assert rows[("BPR", "1e+30")]["status"] == "failed" and "training loss became nan" in rows[("BPR", "1e+30")]["error"]
-    assert rows[("Pop", "0.01")]["status"] == "failed" and "unknown config key 'no_such_key'" in rows[("Pop", "0.01")]["error"]
+    assert rows[("Pop", "0.01")]["status"] == "failed" and "unknown config key 'n_heads'" in rows[("Pop", "0.01")]["error"]
     assert "retry   ml-100k/BPR/learning_rate=1e+30" in out
     record = SweepRecord(workspace.output_dir / "broken" / "sweep.jsonl")
     assert [s.failures for c, s in record.states().items() if "1e+30" in c] == [2]

@@ -4,7 +4,8 @@ import json
 import subprocess
 import sys
 
-from recrunner.tensorboard import HPARAMS_FILE, hparams_summaries, write_event_file, write_experiment
+from recrunner.tensorboard import (COLUMNS_DIR, HPARAMS_FILE, columns_file, hparams_summaries, shown_columns,
+                                   write_event_file, write_experiment)
 
 WRITER = """
 import sys
@@ -43,8 +44,9 @@ def test_concurrent_writers_neither_collide_nor_leave_partial_files(tmp_path):
     errors = [w.communicate(timeout=300)[1] for w in writers]
 
     assert [w.returncode for w in writers] == [0] * 4, "\n".join(errors)
-    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == [".hparams.lock", HPARAMS_FILE]
-    hparams, metrics = _columns(tmp_path / HPARAMS_FILE)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == [".hparams.lock"]  # no run named "."
+    assert [p.name for p in (tmp_path / COLUMNS_DIR).iterdir()] == [HPARAMS_FILE]
+    hparams, metrics = _columns(columns_file(tmp_path))
     assert hparams == {"model", "embedding_size", "hidden_size", "status"}
     assert metrics == {"Best_Valid/score", "Best_Valid/recall@10", "Best_Valid/ndcg@10", "Test/recall@10", "Test/ndcg@10"}
 
@@ -54,4 +56,32 @@ def test_the_last_writer_sees_every_finished_run(tmp_path):
     write_experiment(tmp_path)
     _run(tmp_path, "b", {"model": "SASRec", "hidden_size": 16}, "ndcg@10")
     write_experiment(tmp_path)
-    assert _columns(tmp_path / HPARAMS_FILE)[0] == {"model", "embedding_size", "hidden_size", "status"}
+    assert _columns(columns_file(tmp_path))[0] == {"model", "embedding_size", "hidden_size", "status"}
+
+
+def test_columns_show_identity_and_what_varies_model_first_never_constants():
+    rows = [{"model": "BPR", "dataset": "ml-100k", "learning_rate": 0.01, "shuffle": True, "seed": 1, "status": "ok"},
+            {"model": "BPR", "dataset": "ml-100k", "learning_rate": 0.001, "shuffle": True, "seed": 2, "status": "ok"},
+            {"model": "SASRec", "dataset": "ml-100k", "learning_rate": 0.01, "shuffle": True, "n_layers": 2,
+             "seed": 1, "status": "failed"}]
+    assert shown_columns(rows) == ["model", "dataset", "learning_rate", "n_layers", "seed", "status"]
+    assert shown_columns(rows[:1]) == ["model", "dataset", "learning_rate", "shuffle", "seed", "status"]
+
+
+def test_runs_set_aside_or_hidden_are_not_columns(tmp_path):
+    _run(tmp_path, "a", {"model": "BPR", "embedding_size": 8}, "recall@10")
+    _run(tmp_path / ".cache" / "replaced", "a", {"model": "SASRec", "hidden_size": 16}, "ndcg@10")
+    (tmp_path / HPARAMS_FILE).write_bytes(b"")  # where older versions wrote the columns
+    write_experiment(tmp_path)
+    assert _columns(columns_file(tmp_path))[0] == {"model", "embedding_size", "status"}
+    assert not (tmp_path / HPARAMS_FILE).exists()
+
+
+def test_an_interrupted_run_is_not_a_failure_in_tensorboard():
+    from tensorboard.plugins.hparams import api_pb2, metadata
+
+    end = hparams_summaries({"model": "BPR"}, "interrupted", group="ml-100k/BPR/epochs=2")
+    start_info = metadata.parse_session_start_info_plugin_data(end[0].value[0].metadata.plugin_data.content)
+    end_info = metadata.parse_session_end_info_plugin_data(end[1].value[0].metadata.plugin_data.content)
+    assert start_info.group_name == "ml-100k/BPR/epochs=2"
+    assert api_pb2.Status.Name(end_info.status) == "STATUS_UNKNOWN"

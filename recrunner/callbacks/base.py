@@ -19,6 +19,7 @@ EVENTS = (
     "on_fit_start",          # (trainer, control)
     "on_initial_validation_end",  # (trainer, control, metrics, score)   epoch -1: the untrained model
     "on_epoch_start",        # (trainer, control)
+    "on_train_batch",        # (trainer, control, batch)   a training batch's loss is computed (0-based index)
     "on_train_epoch_end",    # (trainer, control, losses)
     "on_validation_end",     # (trainer, control, metrics, score)
     "on_checkpoint_saved",   # (trainer, control, path, kind)   kind: "best" | "last"
@@ -72,17 +73,18 @@ class CallbackHandler:
         for callback in callbacks:
             _check_event_names(callback)
         self.callbacks = sorted(callbacks, key=lambda cb: getattr(cb, "order", 0))
+        # each event's methods, found once: on_train_batch runs for every batch
+        self._methods = {event: [getattr(cb, event) for cb in self.callbacks if hasattr(cb, event)] for event in EVENTS}
 
     def __iter__(self):
         return iter(self.callbacks)
 
     def call(self, event: str, trainer, control: TrainerControl, **kwargs) -> None:
-        if event not in EVENTS:
+        methods = self._methods.get(event)
+        if methods is None:
             raise ValueError(f"unknown trainer event {event!r}; events are: {', '.join(EVENTS)}")
-        for callback in self.callbacks:
-            method = getattr(callback, event, None)
-            if method is not None:
-                method(trainer, control, **kwargs)
+        for method in methods:
+            method(trainer, control, **kwargs)
 
     def _key(self, index: int, callback) -> str:
         return f"{index}:{type(callback).__name__}"

@@ -25,7 +25,7 @@ def default_callbacks(config, run_dir: Path | None = None) -> list:
     if setting(config, "nan_guard"):
         callbacks.append(NonFiniteGuard())
     if setting(config, "progress_bar"):
-        callbacks.append(ProgressBar())
+        callbacks.append(ProgressBar(every=setting(config, "progress_every")))
     if setting(config, "lr_scheduler") is not None:
         callbacks.append(_lr_scheduler(config))
     if run_dir is not None:

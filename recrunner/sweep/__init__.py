@@ -1,8 +1,23 @@
 """Sweeps: grids of cells (grid), the crash-safe record (record), where cells run (executors,
-worker), the loop (runner) and the tables (results)."""
+worker), the loop (runner) and the tables (results).
 
-from .grid import Cell, Grid, expand, grid_from_mapping, load_grid, swept_parameters
-from .runner import PlannedCell, SweepOptions, SweepSummary, plan, run_sweep
+Names are imported on first use (PEP 562): the CLI reads and checks a grid (grid.py, light)
+before torch and RecBole are imported by the runner.
+"""
 
-__all__ = ["Cell", "Grid", "PlannedCell", "SweepOptions", "SweepSummary", "expand", "grid_from_mapping", "load_grid",
-           "plan", "run_sweep", "swept_parameters"]
+import importlib
+
+_PUBLIC = {
+    "Cell": "grid", "Grid": "grid", "expand": "grid", "grid_from_mapping": "grid", "load_grid": "grid",
+    "swept_parameters": "grid",
+    "PlannedCell": "runner", "SweepOptions": "runner", "SweepSummary": "runner", "plan": "runner", "run_sweep": "runner",
+}
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name):
+    if name in _PUBLIC:
+        value = getattr(importlib.import_module(f".{_PUBLIC[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'recrunner.sweep' has no attribute {name!r}")

@@ -86,6 +86,11 @@ def grid_from_mapping(raw: Mapping, source: str = "grid") -> Grid:
     for key in ("model_params", "dataset_params"):
         outer = mapping(key)
         blocks[key] = {name: mapping(f"{key}.{name}", inner or {}) for name, inner in outer.items()}
+    for where, block in [("params", mapping("params")), *((f"{k}.{n}", b) for k in blocks for n, b in blocks[k].items())]:
+        empty = [name for name, value in block.items() if value == []]
+        if empty:
+            raise ConfigError(f"{source}: {where}.{empty[0]} is an empty list, so the grid has no cell; "
+                              "give at least one value")
     return Grid(models=names("models"), datasets=names("datasets"), params=mapping("params"),
                 model_params=blocks["model_params"], dataset_params=blocks["dataset_params"],
                 seeds=_seeds(raw, source), fixed=mapping("fixed"), name=raw.get("name"))

@@ -19,7 +19,7 @@ from typing import Callable
 from .. import forkserver
 from ..config import setting
 from ..datacache import data_key
-from ..errors import ConfigError, RunInterrupted
+from ..errors import ConfigError, RunInterrupted, is_usage_error
 from ..experiment import Experiment, Workspace, prepare
 from ..record import FILE_NAME, RunRecord, Status
 from ..tensorboard import write_experiment
@@ -42,6 +42,7 @@ class SweepOptions:
     stale_after: float = 300.0        # seconds without a heartbeat before a running cell is reclaimed
     heartbeat_every: float = 30.0
     console: bool = True              # in-process runs log to the console
+    started: float | None = None      # time.perf_counter() when the command started: the summary counts start-up
 
 
 @dataclass
@@ -62,12 +63,15 @@ class SweepSummary:
     seconds: float = 0.0
     results_md: Path | None = None
     interrupted: bool = False
+    usage_failures: int = 0  # failed cells whose reason is bad input (errors.is_usage_error)
 
     @property
     def exit_code(self) -> int:
         if self.interrupted:
             return RunInterrupted.exit_code
-        return 1 if self.counts.get("failed") else 0
+        if not self.counts.get("failed"):
+            return 0
+        return 2 if self.usage_failures == self.counts["failed"] else 1  # only bad input: a usage error
 
 
 def plan(cells: list[Cell], workspace: Workspace, sweep: str) -> list[PlannedCell]:
@@ -121,10 +125,17 @@ class _Sweep:
 
     # ---------------------------------------------------------------- the loop
     def run(self) -> SweepSummary:
-        started = time.perf_counter()
+        started = self.options.started or time.perf_counter()
         self._register_cells()
         queue = self._cells_to_run()
         self._write_tables()
+        if queue:  # nothing to run starts no worker server and no Ray
+            self._run_queue(queue)
+        self.summary.seconds = time.perf_counter() - started
+        self.out(self._summary_line())
+        return self.summary
+
+    def _run_queue(self, queue):
         executor = self._executor()
         last_beat = time.monotonic()
         try:
@@ -147,9 +158,6 @@ class _Sweep:
         finally:
             executor.stop()
             self._write_tables()
-        self.summary.seconds = time.perf_counter() - started
-        self.out(self._summary_line())
-        return self.summary
 
     # ---------------------------------------------------------------- steps
     def _register_cells(self):
@@ -164,7 +172,7 @@ class _Sweep:
         queue = []
         for item in self.planned:
             if item.error:
-                self._count("failed")
+                self._count_failure(item.error)
                 self.out(cell_line(item, {"status": Status.FAILED, "error": item.error}).split(" (log:")[0])
                 continue
             previous = None if self.options.restart else RunRecord.read(item.run_dir)
@@ -177,7 +185,10 @@ class _Sweep:
     def _dispatch(self, cell_id, executor):
         decision = self.record.claim(cell_id, stale_after=self.options.stale_after, retries=self.options.retries)
         if decision not in ("run", "reclaim"):
-            self._count({"busy": "busy", "failed": "failed"}.get(decision, "skipped"))
+            if decision == "failed":
+                self._count_failure(self.record.states()[cell_id].error)
+            else:
+                self._count("busy" if decision == "busy" else "skipped")
             if decision == "busy":
                 self.out(f"busy    {cell_id}: running in another sweep process; left to it")
             elif decision == "failed":
@@ -198,11 +209,14 @@ class _Sweep:
             self._count("interrupted")
             return
         failures = self.record.states()[cell_id].failures
-        if status is Status.FAILED and failures <= self.options.retries:
+        if status is Status.FAILED and failures <= self.options.retries and not is_usage_error(result.get("error")):
             self.out(f"retry   {cell_id} after: {result.get('error')} (failure {failures} of {self.options.retries + 1} allowed)")
             queue.append(cell_id)
             return
-        self._count("skipped" if result.get("skipped") else status.value)
+        if status is Status.FAILED:
+            self._count_failure(result.get("error"))
+        else:
+            self._count("skipped" if result.get("skipped") else status.value)
         if not result.get("skipped"):
             self.durations.append(result.get("seconds") or 0.0)
         self._write_tables()
@@ -231,6 +245,10 @@ class _Sweep:
 
     def _count(self, what):
         self.summary.counts[what] = self.summary.counts.get(what, 0) + 1
+
+    def _count_failure(self, error):
+        self._count("failed")
+        self.summary.usage_failures += is_usage_error(error)
 
     def _write_tables(self):
         rows = [cell_row(p.cell_id or f"{p.cell.dataset}/{p.cell.model}/(invalid)", p.cell.model, p.cell.dataset,
