@@ -51,6 +51,13 @@ RECRUNNER_DEFAULTS: dict[str, Any] = {
 }
 RECRUNNER_KEYS = frozenset(RECRUNNER_DEFAULTS)
 
+# Keys that change what a run shows or keeps, never its numbers: not part of its id or fingerprint,
+# so `--set progress_every=10` continues the same run.
+NOT_IDENTITY_KEYS = frozenset({
+    "progress_bar", "progress_every", "show_progress", "checkpoint_every", "save_total_limit", "data_cache",
+    "trackers", "mlflow_tracking_uri", "mlflow_experiment", "wandb_project", "log_wandb", "state", "detect_anomaly",
+})
+
 # RecBole keys that take one string or a list of them (a preset may give the string form)
 STRING_OR_LIST_KEYS = frozenset({"additional_feat_suffix", "metrics"})
 

@@ -59,8 +59,9 @@ def _dataset(config):
     try:
         dataset = create_dataset(config)
     except (ValueError, KeyError, IndexError) as exc:
-        raise DataError(f"RecBole could not read {config['dataset']} ({one_line(exc)[:160]}); check its atomic "
-                        "files' columns and types") from None
+        raise DataError(f"RecBole could not build {config['dataset']} from its files ({one_line(exc)[:160]}); "
+                        "check the filters (user_inter_num_interval, item_inter_num_interval, val_interval) "
+                        "and the atomic files' columns") from None
     if dataset.inter_num == 0 or dataset.user_num <= 2 or dataset.item_num <= 2:
         raise DataError(
             f"{config['dataset']} has {dataset.inter_num} interactions, {dataset.user_num - 1} users and "

@@ -12,6 +12,8 @@
 Messages are one line and say what to do; the CLI prints them without a traceback.
 """
 
+import errno
+
 
 class RecrunnerError(Exception):
     exit_code = 1
@@ -59,3 +61,13 @@ def one_line(exc: BaseException) -> str:
     """`Type: first line of the message`, how a failed run's reason is recorded (pure)."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def failure_reason(exc: BaseException) -> str:
+    """`one_line(exc)`, with what to do when the machine rather than the run failed (pure)."""
+    text = one_line(exc)
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return f"{text}; free disk space, then run the same command again: it resumes from last.pth"
+    if isinstance(exc, MemoryError) or "out of memory" in str(exc).lower():
+        return f"{text}; lower train_batch_size or eval_batch_size (or the model's size), then run the same command again"
+    return text

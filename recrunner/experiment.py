@@ -23,11 +23,11 @@ from .accumulation import accumulation_steps
 from .callbacks import default_callbacks
 from .checkpoint import load as load_checkpoint
 from .checkpoint import to_plain
-from .config import RECRUNNER_DEFAULTS, check_overrides, check_valid_metric, layered_params, setting
+from .config import NOT_IDENTITY_KEYS, RECRUNNER_DEFAULTS, check_overrides, check_valid_metric, layered_params, setting
 from .checks import check_values
 from .data import check_additional_files, check_atomic_files, resolve_data_path
 from .datacache import load_data
-from .errors import ConfigError, RecrunnerError, RunInterrupted, one_line
+from .errors import ConfigError, RecrunnerError, RunInterrupted, failure_reason, one_line
 from .families import pretraining_stages
 from .models import check_requirements, failure_hint, resolve_model, trainer_class_for
 from .record import RunRecord, Status
@@ -112,7 +112,7 @@ def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
     known = {**defaults.internal_config_dict, **RECRUNNER_DEFAULTS, **file_layers}
     params = check_overrides(params, known, source="parameters (--set, --config-file, grid)")
     check_values({**file_layers, **params}, f"{model} on {experiment.dataset}")
-    identity = {**params, "seed": params.get("seed", defaults["seed"])}
+    identity = {**{k: v for k, v in params.items() if k not in NOT_IDENTITY_KEYS}, "seed": params.get("seed", defaults["seed"])}
     run_id = make_run_id(identity, shown=None if experiment.id_keys is None else (*experiment.id_keys, "seed"))
     paths = run_paths(workspace.output_dir, experiment.sweep, experiment.dataset, model, run_id)
 
@@ -130,9 +130,10 @@ def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     hparams = {**default_hparams(config), **identity}
-    settings = {"model": model, "dataset": experiment.dataset, **file_layers, **params}
+    settings = {k: v for k, v in {"model": model, "dataset": experiment.dataset, **file_layers, **params}.items()
+                if k not in NOT_IDENTITY_KEYS}
     shown = None if experiment.id_keys is None else experiment.id_keys
-    group = f"{experiment.dataset}/{model}/" + make_run_id({k: v for k, v in params.items() if k != "seed"}, shown=shown)
+    group = f"{experiment.dataset}/{model}/" + make_run_id({k: v for k, v in identity.items() if k != "seed"}, shown=shown)
     return PreparedRun(experiment, config, paths, run_id, hparams, fingerprint(settings), trainer_class, stages, group)
 
 
@@ -221,7 +222,7 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
         error = one_line(exc)
         logger.error(f"run failed: {error}")
     except Exception as exc:  # a failing run is recorded, never lost; the sweep goes on
-        error = failure_hint(config["model"], exc) or one_line(exc)
+        error = failure_hint(config["model"], exc) or failure_reason(exc)
         logger.exception(f"run failed: {error}")
     finally:
         record.finish(status, error, trainer, _now())

@@ -104,12 +104,16 @@ class _Terminal(io.StringIO):
         return True
 
 
-def _drive(bar):
-    trainer = SimpleNamespace(epochs=3, start_epoch=0, best_epoch=None, config={"model": "BPR", "dataset": "ml-100k"})
+def _drive(bar, batches=4):
+    trainer = SimpleNamespace(epochs=3, start_epoch=0, best_epoch=None, batches_per_epoch=batches,
+                              config={"model": "BPR", "dataset": "ml-100k"})
     control = TrainerControl()
     bar.on_fit_start(trainer, control)
     for epoch in range(3):
         trainer.epoch = epoch
+        bar.on_epoch_start(trainer, control)
+        for batch in range(batches):
+            bar.on_train_batch(trainer, control, batch)
         bar.on_train_epoch_end(trainer, control, 10.0 - epoch)
         trainer.best_epoch = epoch
         bar.on_validation_end(trainer, control, {}, 0.1 * epoch)
@@ -117,17 +121,35 @@ def _drive(bar):
     bar.on_fit_end(trainer, control)
 
 
-def test_progress_bar_on_a_terminal_shows_epochs_loss_and_score():
+def test_progress_on_a_terminal_is_one_line_with_batches_rate_and_time_left():
     stream = _Terminal()
     _drive(ProgressBar(stream=stream))
     text = stream.getvalue()
-    assert "BPR on ml-100k" in text and "3/3" in text and "loss=8" in text and "score=0.2000" in text
+    assert "BPR on ml-100k epoch 2/3" in text and "4/4" in text and "batch/s" in text
+    assert "loss=8" in text and "score=0.2" in text and "run left=≤" in text
+    assert "\n" not in text.strip("\n")  # one line, redrawn with \r
 
 
-def test_progress_bar_is_quiet_when_output_is_not_a_terminal():
+def test_progress_off_a_terminal_is_a_log_line_every_interval(caplog):
     stream = io.StringIO()
-    _drive(ProgressBar(stream=stream))
+    with caplog.at_level(logging.INFO, logger="recrunner"):
+        _drive(ProgressBar(stream=stream, every=0.0), batches=2)
     assert stream.getvalue() == ""
+    lines = [r.getMessage() for r in caplog.records if "batch " in r.getMessage()]
+    assert lines[0].startswith("epoch 0/3: batch 1/2 (50%)") and "epoch left" in lines[0]
+    assert "run left ≤" in lines[-1] and len(lines) == 6
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="recrunner"):
+        _drive(ProgressBar(stream=io.StringIO(), every=3600.0))
+    assert not [r for r in caplog.records if "batch " in r.getMessage()]  # short epochs add nothing
+
+
+def test_progress_arithmetic():
+    from recrunner.callbacks.progress import duration, progress_line, run_left
+
+    assert [duration(s) for s in (4.4, 187, 18060)] == ["4s", "3m07s", "5h01m"]
+    assert run_left([], 10) is None and run_left([10.0, 20.0], 3) == 45.0
+    assert progress_line(0, 3, 50, 200, 10.0, None) == "epoch 0/3: batch 50/200 (25%), 5.00 batch/s, epoch left 30s"
 
 
 def _toy_problem(seed=0):

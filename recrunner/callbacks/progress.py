@@ -76,7 +76,8 @@ class ProgressBar(Callback):
             from tqdm.contrib.logging import logging_redirect_tqdm
 
             self.bar = tqdm(total=trainer.batches_per_epoch or None, unit="batch", file=stream, dynamic_ncols=True,
-                            leave=False, mininterval=0.5)
+                            leave=False, mininterval=0.5,
+                            desc=f"{trainer.config['model']} on {trainer.config['dataset']}")
             self._redirect.enter_context(logging_redirect_tqdm())
 
     def on_epoch_start(self, trainer, control):
@@ -110,6 +111,8 @@ class ProgressBar(Callback):
         left = run_left(self._epoch_seconds, trainer.epochs - trainer.epoch - 1)
         if left is not None:
             self._postfix(**{"run left": f"≤{duration(left)}"})
+        if self.bar is not None:
+            self.bar.refresh()  # the epoch's end, whatever the redraw interval skipped
 
     def on_fit_end(self, trainer, control):
         self._close()
