@@ -157,6 +157,8 @@ def check_overrides(overrides: Mapping, defaults: Mapping, source: str = "--set"
 
 def coerce_value(key: str, value: Any, default: Any, source: str = "--set") -> Any:
     """Check `value` against the type of RecBole's `default` (pure; None default accepts all)."""
+    if key.endswith("_interval") and _numbers(value) and len(value) == 2:
+        return "[" + ",".join(str(v) for v in value) + "]"  # YAML read `[10,60]`: RecBole's interval string
     if default is None or value is None:
         return value
 
@@ -192,6 +194,11 @@ def coerce_value(key: str, value: Any, default: Any, source: str = "--set") -> A
     if isinstance(default, str) and isinstance(value, (dict, list)):
         raise wrong("a string (quote it: key='...')")
     return value
+
+
+def _numbers(value) -> bool:
+    return isinstance(value, list) and bool(value) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
 
 
 def check_valid_metric(config) -> None:

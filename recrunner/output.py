@@ -25,7 +25,7 @@ class TrainerOutput:
         self.logger.info(
             f"{config['model']} on {config['dataset']}: {n_params:,} trainable parameters, device {self.device}, "
             f"{config['learner']} learning_rate {config['learning_rate']}, batch {config['train_batch_size']}{accumulate}, "
-            f"{self.epochs} epochs, " + (f"validation every {self.eval_step}" if validating else "no validation")
+            f"{self.epochs} epoch{'' if self.epochs == 1 else 's'}, " + (f"validation every {self.eval_step}" if validating else "no validation")
             + f"; {where}"
         )
         self.logger.info("callbacks: " + ", ".join(type(cb).__name__ for cb in self.callbacks))

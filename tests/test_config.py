@@ -80,3 +80,10 @@ def test_a_shortened_run_id_never_cuts_a_key_or_value_in_half():
     assert len(run_id) <= 96 and len(digest) == 10
     assert all(pair in {f"{k}={v}" for k, v in params.items()} for pair in readable.split(","))
     assert make_run_id({"x" * 200: 1}).isalnum()  # not even one pair fits: the hash alone
+
+
+def test_an_interval_given_as_a_yaml_list_is_recboles_interval_string():
+    from recrunner.config import coerce_value
+
+    assert coerce_value("user_inter_num_interval", [10, 60], None) == "[10,60]"
+    assert coerce_value("user_inter_num_interval", "[10,inf)", None) == "[10,inf)"
