@@ -4,7 +4,7 @@ The public names below are imported on first use (PEP 562), so that `recrunner.c
 sweep's worker server before torch and RecBole are imported (about 3 s).
 """
 
-import importlib
+from .lazy import exports
 
 __version__ = "0.1.0"
 
@@ -19,12 +19,7 @@ _PUBLIC = {
 __all__ = sorted(_PUBLIC)
 
 
-def __getattr__(name):
-    if name in _PUBLIC:
-        value = getattr(importlib.import_module(f".{_PUBLIC[name]}", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'recrunner' has no attribute {name!r}")
+__getattr__ = exports(__name__, _PUBLIC)
 
 
 def __dir__():

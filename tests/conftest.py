@@ -24,6 +24,22 @@ def workspace(tmp_path) -> Workspace:
 
 
 @pytest.fixture
+def base_args(tmp_path) -> list[str]:
+    """Command-line flags that keep a CLI test's output and data inside its tmp_path."""
+    (tmp_path / "data").mkdir(exist_ok=True)
+    return ["--output", str(tmp_path / "runs"), "--data-path", str(tmp_path / "data"), "--config-dir", str(REPO / "configs")]
+
+
+def run_cli(capsys, argv) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of `recrunner.cli.main(argv)`."""
+    from recrunner.cli import main
+
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture
 def shared_datasets() -> Path:
     if not (SHARED_DATASETS / "ml-1m" / "ml-1m.inter").is_file():
         pytest.skip(f"real datasets not found at {SHARED_DATASETS}")

@@ -10,22 +10,11 @@ import yaml
 
 from recrunner import ConfigError, Experiment, run_experiment
 from recrunner.checks import check_output_folder, impossible_values, key_lines
-from recrunner.cli import main
 from recrunner.data import atomic_file_problem
 
 from .conftest import REPO, TINY_BPR
+from .conftest import run_cli as _run
 
-
-def _run(capsys, argv):
-    code = main(argv)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-@pytest.fixture
-def base_args(tmp_path):
-    (tmp_path / "data").mkdir(exist_ok=True)
-    return ["--output", str(tmp_path / "runs"), "--data-path", str(tmp_path / "data"), "--config-dir", str(REPO / "configs")]
 
 
 # ---------------------------------------------------------------- before any heavy import

@@ -9,18 +9,9 @@ import pytest
 from recrunner.cli import main
 
 from .conftest import REPO, TINY_BPR
+from .conftest import run_cli as _run
 
 
-def _run(capsys, argv):
-    code = main(argv)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-@pytest.fixture
-def base_args(tmp_path):
-    (tmp_path / "data").mkdir()
-    return ["--output", str(tmp_path / "runs"), "--data-path", str(tmp_path / "data"), "--config-dir", str(REPO / "configs")]
 
 
 @pytest.mark.parametrize("argv, expected", [

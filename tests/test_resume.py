@@ -1,7 +1,6 @@
 """Kill a real training process with SIGKILL; the resumed run must end exactly as an uninterrupted one."""
 
 import json
-import os
 import signal
 import subprocess
 import sys

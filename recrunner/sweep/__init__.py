@@ -5,7 +5,7 @@ Names are imported on first use (PEP 562): the CLI reads and checks a grid (grid
 before torch and RecBole are imported by the runner.
 """
 
-import importlib
+from ..lazy import exports
 
 _PUBLIC = {
     "Cell": "grid", "Grid": "grid", "expand": "grid", "grid_from_mapping": "grid", "load_grid": "grid",
@@ -15,9 +15,4 @@ _PUBLIC = {
 __all__ = sorted(_PUBLIC)
 
 
-def __getattr__(name):
-    if name in _PUBLIC:
-        value = getattr(importlib.import_module(f".{_PUBLIC[name]}", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'recrunner.sweep' has no attribute {name!r}")
+__getattr__ = exports(__name__, _PUBLIC)
