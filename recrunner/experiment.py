@@ -4,8 +4,9 @@
                             Workspace(output_dir=Path("runs"), data_path=Path("datasets")))
 
 Everything that can be wrong with the input is found before anything is written to disk
-(`prepare`). A run that fails while training is recorded as `failed` with its reason; one that
-is interrupted is recorded as `interrupted` and continues from last.pth when run again.
+(`prepare`, in recrunner/prepare.py). A run that fails while training is recorded as `failed`
+with its reason; one that is interrupted is recorded as `interrupted` and continues from
+last.pth when run again.
 """
 
 from __future__ import annotations
@@ -13,61 +14,30 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Sequence
 
 from . import __version__, per_user
-from .accumulation import accumulation_steps
-from .callbacks import default_callbacks
 from .checkpoint import load as load_checkpoint
 from .checkpoint import to_plain
-from .config import NOT_IDENTITY_KEYS, RECRUNNER_DEFAULTS, check_overrides, check_valid_metric, layered_params, setting
-from .checks import check_values
-from .data import check_additional_files, check_atomic_files, resolve_data_path
+from .config import setting
 from .datacache import load_data
 from .errors import ConfigError, RecrunnerError, RunInterrupted, failure_reason, one_line
-from .families import pretraining_stages
-from .models import check_requirements, failure_hint, resolve_model, trainer_class_for
+from .models import failure_hint
+from .prepare import Experiment, PreparedRun, Workspace, prepare
 from .record import RunRecord, Status
 from .resume import StartOver, bring_best_checkpoint, check_request, resume_point
-from .rundir import RunPaths, fingerprint, make_run_id, run_paths, write_config
+from .rundir import RunPaths, write_config
 from .runlog import run_logging
-from .seams.config import honour_data_path, recbole_argv_cleared, recbole_model_defaults
-from .seams.environment import check_environment, quiet_known_warnings
 from .seams.models import model_class as recbole_model_class
 from .seams.models import repair_model
 from .tensorboard import RunWriter, write_experiment
-from .trainer import CustomTrainer, default_hparams
+
+__all__ = ["Experiment", "PreparedRun", "RunResult", "Workspace", "prepare", "run_experiment"]
 
 logger = logging.getLogger("recrunner")
-
-
-@dataclass(frozen=True)
-class Experiment:
-    """What to run: a model on a dataset with the parameters that identify this run."""
-
-    model: str
-    dataset: str
-    params: Mapping[str, Any] = field(default_factory=dict)  # grid, --config-file, --set
-    sweep: str = "default"
-    runtime: Mapping[str, Any] = field(default_factory=dict)  # where it runs (gpu_id, ...): not part of its identity
-    id_keys: tuple[str, ...] | None = None  # parameters its run id shows (a sweep's swept ones); None: all
-
-
-@dataclass(frozen=True)
-class Workspace:
-    """Where things are: every path explicit, nothing relative to the working directory."""
-
-    output_dir: Path
-    data_path: Path
-    config_dir: Path | None = None
-
-    @property
-    def cache_dir(self) -> Path:
-        """Preprocessed datasets shared by every run and sweep under output_dir (recrunner.datacache)."""
-        return self.output_dir / ".cache" / "data"
 
 
 @dataclass
@@ -79,72 +49,6 @@ class RunResult:
     test: dict | None = None
     error: str | None = None
     skipped: bool = False  # already finished: nothing was trained
-
-
-@dataclass
-class PreparedRun:
-    experiment: Experiment
-    config: Any  # recbole.config.Config
-    paths: RunPaths
-    run_id: str
-    hparams: dict
-    fingerprint: str
-    trainer_class: type
-    stages: tuple[str, ...] = ()  # pre-training stages run before this run's own training (families)
-    group: str = ""  # its HParams trial name: runs that differ only by seed share it
-
-
-def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
-    """Resolve and validate everything; raises ConfigError and touches no file."""
-    from recbole.config import Config
-
-    check_environment()
-    quiet_known_warnings()
-    model = resolve_model(experiment.model)
-    check_requirements(model)
-    data_path = resolve_data_path(experiment.dataset, workspace.data_path)
-    file_layers = {**recbole_model_defaults(model),
-                   **layered_params(workspace.config_dir, model, experiment.dataset, {})}
-    params = dict(experiment.params)
-
-    # RecBole's defaults for this model and dataset, without the overrides: the keys and types to check them against
-    defaults = _recbole_config(Config, model, experiment.dataset, {**file_layers, "data_path": str(data_path)})
-    known = {**defaults.internal_config_dict, **RECRUNNER_DEFAULTS, **file_layers}
-    params = check_overrides(params, known, source="parameters (--set, --config-file, grid)")
-    check_values({**file_layers, **params}, f"{model} on {experiment.dataset}")
-    identity = {**{k: v for k, v in params.items() if k not in NOT_IDENTITY_KEYS}, "seed": params.get("seed", defaults["seed"])}
-    run_id = make_run_id(identity, shown=None if experiment.id_keys is None else (*experiment.id_keys, "seed"))
-    paths = run_paths(workspace.output_dir, experiment.sweep, experiment.dataset, model, run_id)
-
-    config_dict = {**RECRUNNER_DEFAULTS, **file_layers, **params, **experiment.runtime,
-                   "data_path": str(data_path), "checkpoint_dir": str(paths.checkpoints)}
-    config = _recbole_config(Config, model, experiment.dataset, config_dict)
-    check_valid_metric(config)
-    check_additional_files(config)
-    check_atomic_files(config)
-    default_callbacks(config)  # its settings are checked here, before anything is written
-    accumulation_steps(config)
-    trainer_class = trainer_class_for(model, config["MODEL_TYPE"], CustomTrainer)
-    try:
-        stages = pretraining_stages(model, config["train_stage"])
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    hparams = {**default_hparams(config), **identity}
-    settings = {k: v for k, v in {"model": model, "dataset": experiment.dataset, **file_layers, **params}.items()
-                if k not in NOT_IDENTITY_KEYS}
-    shown = None if experiment.id_keys is None else experiment.id_keys
-    group = f"{experiment.dataset}/{model}/" + make_run_id({k: v for k, v in identity.items() if k != "seed"}, shown=shown)
-    return PreparedRun(experiment, config, paths, run_id, hparams, fingerprint(settings), trainer_class, stages, group)
-
-
-def _recbole_config(config_class, model, dataset, config_dict):
-    try:
-        with recbole_argv_cleared():
-            config = config_class(model=model, dataset=dataset, config_dict=config_dict)
-        honour_data_path(config, config_dict["data_path"])
-        return config
-    except (ValueError, TypeError, KeyError, AttributeError, NotImplementedError) as exc:
-        raise ConfigError(f"RecBole rejected the configuration of {model} on {dataset}: {exc}") from None
 
 
 def run_experiment(experiment: Experiment, workspace: Workspace, *, restart: bool = False,
