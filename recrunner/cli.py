@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import signal
 import sys
 import time
@@ -123,7 +124,9 @@ def main(argv=None) -> int:
     try:
         if argv[:1] == ["report"]:
             return _report(build_report_parser().parse_args(argv[1:]))
-        return _main(build_parser().parse_args(argv))
+        args = build_parser().parse_args(argv)
+        args.command = shlex.join([Path(sys.argv[0]).name or "recrunner", *argv])
+        return _main(args)
     except RecrunnerError as exc:
         if debug:
             raise
@@ -154,7 +157,7 @@ def _main(args) -> int:
     data_path = args.data_path or Path(os.environ.get("RECRUNNER_DATA_PATH", "datasets"))
     workspace = Workspace(output_dir=args.output.resolve(), data_path=data_path.resolve(),
                           config_dir=(args.config_dir or _default_config_dir()))
-    planned = plan(cells, workspace, name)
+    planned = plan(cells, workspace, name, command=args.command)
     if args.dry_run:
         print(_dry_run(name, planned, workspace))
         return 0

@@ -96,14 +96,15 @@ def data_key(config) -> str:
         "class": dataset_class_name(config),
         "settings": settings,
         "seed": config["seed"] if random_split else None,
-        "files": _folder_fingerprint(Path(config["data_path"])),
+        "files": folder_fingerprint(Path(config["data_path"])),
     }
     return hashlib.sha256(json.dumps(description, sort_keys=True, default=str).encode()).hexdigest()
 
 
 
 
-def _folder_fingerprint(folder: Path) -> list:
+def folder_fingerprint(folder: Path) -> list:
+    """(name, bytes, SHA-256) of every file in a dataset's folder; digests cached by size and mtime."""
     if not folder.is_dir():
         return []
     return [(p.name, *_file_digest(str(p), p.stat().st_size, p.stat().st_mtime_ns))

@@ -27,6 +27,7 @@ from .datacache import load_data
 from .errors import ConfigError, RecrunnerError, RunInterrupted, failure_reason, one_line
 from .models import failure_hint
 from .prepare import Experiment, PreparedRun, Workspace, prepare
+from .provenance import provenance
 from .record import RunRecord, Status
 from .resume import StartOver, bring_best_checkpoint, check_request, resume_point
 from .rundir import RunPaths, write_config
@@ -82,7 +83,7 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
     from recbole.utils import init_seed
 
     config, paths = prepared.config, prepared.paths
-    record = _initial_record(prepared)
+    record = _initial_record(prepared, workspace)
     write_config(paths.config, to_plain(config.final_config_dict))
     record.write(paths.metrics)
     if resume_from is not None:
@@ -191,16 +192,14 @@ def _run_pretraining_stages(prepared: PreparedRun, workspace: Workspace, callbac
     config["checkpoint_dir"] = str(prepared.paths.checkpoints)
 
 
-def _initial_record(prepared: PreparedRun) -> RunRecord:
-    import recbole
-    import torch
-
+def _initial_record(prepared: PreparedRun, workspace: Workspace) -> RunRecord:
     config = prepared.config
+    origin = provenance(Path(config["data_path"]), workspace.config_dir, prepared.experiment.command)
     return RunRecord(
         status=Status.RUNNING, model=config["model"], dataset=config["dataset"], sweep=prepared.experiment.sweep,
         run_id=prepared.run_id, params=to_plain(dict(prepared.experiment.params)), seed=config["seed"],
         valid_metric=str(config["valid_metric"]).lower(), fingerprint=prepared.fingerprint, started=_now(),
-        versions={"recrunner": __version__, "recbole": recbole.__version__, "torch": torch.__version__},
+        versions={k: origin["versions"][k] for k in ("recrunner", "recbole", "torch")}, provenance=origin,
     )
 
 

@@ -46,6 +46,7 @@ class RunRecord:
     started: str | None = None
     finished: str | None = None
     versions: dict = field(default_factory=dict)
+    provenance: dict = field(default_factory=dict)   # command, git, versions, data files, machine (provenance.py)
     best_epoch: int | None = None
     best_valid_score: float | None = None
     best_valid: dict = field(default_factory=dict)   # validation metrics of the best epoch

@@ -1,6 +1,7 @@
 """metrics.json has one owner: RunRecord, with one status enum."""
 
 import json
+from pathlib import Path
 
 from recrunner.record import RunRecord, Status
 
@@ -31,3 +32,32 @@ def test_an_unknown_status_reads_as_failed_and_a_broken_file_as_none(tmp_path):
 def test_statuses_compare_equal_to_their_text():
     assert Status.OK == "ok" and f"{Status.INTERRUPTED}" == "interrupted"
     assert "pretrain_seconds" not in RunRecord().to_json()  # only staged models have one
+
+
+def test_every_run_records_where_its_numbers_come_from(base_args, capsys):
+    import hashlib
+    import os
+    import subprocess
+
+    from recrunner.cli import main
+
+    from .conftest import REPO
+
+    assert main(base_args + ["--model", "Pop", "--set", "epochs=1", "--quiet"]) == 0
+    capsys.readouterr()
+    run_dir = next(Path(base_args[1]).rglob("metrics.json")).parent
+    origin = json.loads((run_dir / "metrics.json").read_text())["provenance"]
+
+    assert origin["command"].endswith("--model Pop --set epochs=1 --quiet")
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True)
+    if head.returncode == 0:
+        assert origin["git"]["recrunner"]["commit"] == head.stdout.strip()
+        assert origin["git"]["configs"]["commit"] == head.stdout.strip()
+        assert isinstance(origin["git"]["recrunner"]["dirty"], bool)
+    assert {"python", "recrunner", "recbole", "torch", "numpy", "pandas", "scipy"} <= set(origin["versions"])
+    inter = next(f for f in origin["data"] if f["file"] == "ml-100k.inter")
+    from recrunner.data import builtin_dataset_dir
+
+    path = builtin_dataset_dir() / "ml-100k" / "ml-100k.inter"
+    assert inter["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest() and inter["bytes"] == path.stat().st_size
+    assert origin["machine"]["cpus"] == os.cpu_count() and isinstance(origin["machine"]["gpus"], list)

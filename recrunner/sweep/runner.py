@@ -74,12 +74,14 @@ class SweepSummary:
         return 2 if self.usage_failures == self.counts["failed"] else 1  # only bad input: a usage error
 
 
-def plan(cells: list[Cell], workspace: Workspace, sweep: str) -> list[PlannedCell]:
-    """Prepare every cell (no file is written); raise the first error if no cell is valid."""
+def plan(cells: list[Cell], workspace: Workspace, sweep: str, command: str | None = None) -> list[PlannedCell]:
+    """Prepare every cell (no file is written); raise the first error if no cell is valid.
+    `command`: the command line, recorded in each run's provenance."""
     planned = []
     id_keys = tuple(swept_parameters(cells)) if any(cell.swept for cell in cells) else None
     for cell in cells:
-        experiment = Experiment(cell.model, cell.dataset, dict(cell.params), sweep=sweep, id_keys=id_keys)
+        experiment = Experiment(cell.model, cell.dataset, dict(cell.params), sweep=sweep, id_keys=id_keys,
+                                command=command)
         item = PlannedCell(cell, experiment)
         try:
             prepared = prepare(experiment, workspace)
