@@ -4,7 +4,7 @@
                             Workspace(output_dir=Path("runs"), data_path=Path("datasets")))
 
 Everything that can be wrong with the input is found before anything is written to disk
-(`prepare`, in recrunner/prepare.py). A run that fails while training is recorded as `failed`
+(`prepare`, in recrunner/preparation.py). A run that fails while training is recorded as `failed`
 with its reason; one that is interrupted is recorded as `interrupted` and continues from
 last.pth when run again.
 """
@@ -26,7 +26,7 @@ from .config import setting
 from .datacache import load_data
 from .errors import ConfigError, RecrunnerError, RunInterrupted, failure_reason, one_line
 from .models import failure_hint
-from .prepare import Experiment, PreparedRun, Workspace, prepare
+from .preparation import Experiment, PreparedRun, Workspace, prepare
 from .provenance import provenance
 from .record import RunRecord, Status
 from .resume import StartOver, bring_best_checkpoint, check_request, resume_point

@@ -116,3 +116,15 @@ def test_ml_1m_loads_from_the_shared_datasets(tmp_path, shared_datasets):
     result = run_experiment(Experiment("SASRec", "ml-1m", params), workspace, console=False)
     assert result.status == "ok", result.error
     assert result.test["recall@10"] > 0
+
+
+def test_no_submodule_shadows_a_public_name():
+    # `import recrunner.prepare` would replace the function recrunner.prepare with a module
+    import pkgutil
+
+    import recrunner
+    import recrunner.sweep
+
+    for package in (recrunner, recrunner.sweep):
+        modules = {m.name for m in pkgutil.iter_modules(package.__path__)}
+        assert not modules & set(package.__all__), package.__name__
