@@ -225,3 +225,12 @@ def test_gradient_accumulation_equals_the_larger_batch(workspace):
     assert split.optimizer.optimizer_steps == 1 and len(train) == parts
     for name, value in whole.model.state_dict().items():
         assert torch.allclose(value, split.model.state_dict()[name], atol=1e-5), name
+
+
+# ---------------------------------------------------------------- progress within an epoch
+def test_a_run_off_a_terminal_logs_progress_within_its_epochs(workspace):
+    result = run_experiment(Experiment("BPR", "ml-100k", {**TINY_BPR, "train_batch_size": 512, "progress_every": 0}),
+                            workspace, console=False)
+    log = (result.run_dir / "run.log").read_text()
+    assert result.status == "ok"
+    assert "epoch 0/2: batch 1/" in log and "epoch 1/2: batch" in log and "run left ≤" in log
