@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from .config import RECBOLE_DERIVED_KEYS, RECRUNNER_DEFAULTS, RECRUNNER_KEYS, coerce_value
+from .config import RECBOLE_DERIVED_KEYS, RECRUNNER_DEFAULTS, RECRUNNER_KEYS, coerce_value, unknown_metric
 from .errors import ConfigError
 
 LEARNERS = ("adam", "adamw", "sgd", "adagrad", "rmsprop", "sparse_adam")  # recbole.trainer.Trainer._build_optimizer
@@ -45,9 +45,7 @@ def impossible_values(params: Mapping[str, Any]) -> list[str]:
                                 f"choose one of {', '.join(LEARNERS)}")
             unknown = [m for m in numbers if key == "metrics" and METRICS and str(m).lower() not in METRICS]
             if unknown:
-                close = difflib.get_close_matches(str(unknown[0]).lower(), METRICS, n=2)
-                hint = f"did you mean {', '.join(close)}? " if close else ""
-                problems.append(f"metrics: RecBole has no metric {unknown[0]!r}; {hint}available: {', '.join(METRICS)}")
+                problems.append(unknown_metric(unknown[0], METRICS))
             continue
         if any(isinstance(v, float) and not math.isfinite(v) for v in numbers):
             problems.append(f"{key} must be finite, got {value!r}")
@@ -62,16 +60,23 @@ def impossible_values(params: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def _metric_names() -> list[str]:
-    """RecBole's metric names (recbole.evaluator.register.metrics_dict), read from its source file."""
+@functools.lru_cache(maxsize=None)
+def _recbole_dir() -> Path | None:
+    """The installed recbole package's folder, found without importing it."""
     spec = importlib.util.find_spec("recbole")
     if spec is None or not spec.submodule_search_locations:
-        return []
-    source = Path(list(spec.submodule_search_locations)[0]) / "evaluator" / "metrics.py"
+        return None
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _metric_names() -> list[str]:
+    """RecBole's metric names (recbole.evaluator.register.metrics_dict), read from its source file."""
+    recbole = _recbole_dir()
     try:
-        return sorted(name.lower() for name in re.findall(r"^class (\w+)\(", source.read_text(), re.M))
+        source = (recbole / "evaluator" / "metrics.py").read_text() if recbole else ""
     except OSError:
         return []
+    return sorted(name.lower() for name in re.findall(r"^class (\w+)\(", source, re.M))
 
 
 METRICS = _metric_names()
@@ -87,18 +92,11 @@ def check_values(params: Mapping[str, Any], source: str, lines: Mapping[str, int
 def check_request_early(sources: list[tuple[str, Mapping, Mapping[str, int] | None]], models=(), *,
                         output: Path | None = None, resume_from: Path | None = None) -> None:
     """Every check that needs neither torch nor RecBole imported; `sources`: (name, params, key lines)."""
-    known = recbole_keys()
     defaults = {**recbole_overall_defaults(), **RECRUNNER_DEFAULTS}
     for model in models:
         defaults.update(recbole_model_defaults_file(model))
     for source, params, lines in sources:
-        for key, value in params.items():
-            if key not in known:
-                close = difflib.get_close_matches(key, sorted(known), n=3)
-                hint = f"; did you mean {', '.join(close)}?" if close else "; see RecBole's overall.yaml and the model's yaml"
-                raise ConfigError(f"{_where(source, lines, key)}: unknown config key {key!r}{hint}")
-            coerce_value(key, value, defaults.get(key), _where(source, lines, key))
-        check_values(params, source, lines)
+        _check_params(params, defaults, source, lines)
     if output is not None:
         check_output_folder(output)
     if resume_from is not None and not Path(resume_from).is_file():
@@ -110,26 +108,28 @@ def check_grid_cells(cells, source: str, lines: Mapping[str, int] | None) -> Non
     """Each cell a grid file expands to: known keys, right types, possible values, naming the file and line."""
     if not cells:
         raise ConfigError(f"{source}: the grid expands to no cell; give at least one model, dataset and value")
-    known = recbole_keys()
     for cell in cells:
         defaults = {**recbole_overall_defaults(), **RECRUNNER_DEFAULTS, **recbole_model_defaults_file(cell.model)}
-        for key, value in cell.params.items():
-            if key not in known:
-                close = difflib.get_close_matches(key, sorted(known), n=3)
-                hint = f"; did you mean {', '.join(close)}?" if close else ""
-                raise ConfigError(f"{_where(source, lines, key)}: unknown config key {key!r}{hint}")
-            coerce_value(key, value, defaults.get(key), _where(source, lines, key))
-        check_values(cell.params, source, lines)
+        _check_params(cell.params, defaults, source, lines)
+
+
+def _check_params(params: Mapping, defaults: Mapping, source: str, lines: Mapping[str, int] | None) -> None:
+    """Known keys, values of their defaults' types, possible values; a ConfigError naming source and line."""
+    known = recbole_keys()
+    for key, value in params.items():
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else "; see RecBole's overall.yaml and the model's yaml"
+            raise ConfigError(f"{_where(source, lines, key)}: unknown config key {key!r}{hint}")
+        coerce_value(key, value, defaults.get(key), _where(source, lines, key))
+    check_values(params, source, lines)
 
 
 def canonical_model(name: str) -> str:
     """RecBole's spelling of a model name typed in any case (`sasrec` -> `SASRec`); as typed when
     RecBole ships no YAML for it (prepare then says what exists)."""
-    properties = _properties()
-    if properties is None:
-        return name
-    by_name = {path.stem.lower(): path.stem for path in (properties / "model").glob("*.yaml")}
-    return by_name.get(str(name).lower(), name)
+    path = _model_yamls().get(str(name).lower())
+    return path.stem if path is not None else name
 
 
 def check_output_folder(output: Path) -> None:
@@ -164,12 +164,16 @@ def key_lines(path: Path) -> dict[str, int]:
 
 
 # ---------------------------------------------------------------- RecBole's YAML files, read without importing it
-@functools.lru_cache(maxsize=None)
 def _properties() -> Path | None:
-    spec = importlib.util.find_spec("recbole")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(list(spec.submodule_search_locations)[0]) / "properties"
+    recbole = _recbole_dir()
+    return recbole / "properties" if recbole else None
+
+
+@functools.lru_cache(maxsize=None)
+def _model_yamls() -> dict[str, Path]:
+    """RecBole's model YAML files by lower-cased model name."""
+    properties = _properties()
+    return {path.stem.lower(): path for path in (properties / "model").glob("*.yaml")} if properties else {}
 
 
 @functools.lru_cache(maxsize=None)
@@ -201,11 +205,7 @@ def recbole_overall_defaults() -> dict:
 
 def recbole_model_defaults_file(model: str) -> dict:
     """The model's own YAML (case-insensitive name), or {} when RecBole ships none for it."""
-    properties = _properties()
-    if properties is None:
-        return {}
-    by_name = {path.stem.lower(): path for path in (properties / "model").glob("*.yaml")}
-    path = by_name.get(str(model).lower())
+    path = _model_yamls().get(str(model).lower())
     return dict(_read(path)) if path is not None else {}
 
 

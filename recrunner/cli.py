@@ -113,12 +113,8 @@ def _report(args) -> int:
     return 0
 
 
-_STARTED = time.perf_counter()  # the command's start: a sweep's summary time includes start-up
-
-
 def main(argv=None) -> int:
-    global _STARTED
-    _STARTED = time.perf_counter()
+    started = time.perf_counter()  # a sweep's summary time includes start-up
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv
     try:
@@ -126,6 +122,7 @@ def main(argv=None) -> int:
             return _report(build_report_parser().parse_args(argv[1:]))
         args = build_parser().parse_args(argv)
         args.command = shlex.join([Path(sys.argv[0]).name or "recrunner", *argv])
+        args.started = started
         return _main(args)
     except RecrunnerError as exc:
         if debug:
@@ -224,7 +221,7 @@ def _sweep(name, planned, workspace, args) -> int:
 
     options = SweepOptions(workers=args.workers, backend=args.backend, ray_address=args.ray_address, gpus=args.gpus,
                            threads=args.threads, retries=args.retries, restart=args.restart,
-                           stale_after=args.stale_after, console=not args.quiet, started=_STARTED)
+                           stale_after=args.stale_after, console=not args.quiet, started=args.started)
     summary = run_sweep(name, planned, workspace, options)
     if summary.interrupted:
         print("recrunner: interrupted; run the same command again to resume", file=sys.stderr)

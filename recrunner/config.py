@@ -157,7 +157,7 @@ def check_overrides(overrides: Mapping, defaults: Mapping, source: str = "--set"
 
 def coerce_value(key: str, value: Any, default: Any, source: str = "--set") -> Any:
     """Check `value` against the type of RecBole's `default` (pure; None default accepts all)."""
-    if key.endswith("_interval") and _numbers(value) and len(value) == 2:
+    if _numbers(value) and (isinstance(default, str) or (key.endswith("_interval") and len(value) == 2)):
         return "[" + ",".join(str(v) for v in value) + "]"  # YAML read `[10,60]`: RecBole's interval string
     if default is None or value is None:
         return value
@@ -186,9 +186,6 @@ def coerce_value(key: str, value: Any, default: Any, source: str = "--set") -> A
         return value
     if isinstance(default, dict) and not isinstance(value, dict):
         raise wrong("a mapping")
-    if isinstance(default, str) and isinstance(value, list) and value and all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
-        return "[" + ",".join(str(v) for v in value) + "]"  # YAML read `[10,60]`: RecBole's interval string
     if key in STRING_OR_LIST_KEYS and isinstance(value, list) and all(isinstance(v, str) for v in value):
         return value
     if isinstance(default, str) and isinstance(value, (dict, list)):
@@ -208,10 +205,15 @@ def check_valid_metric(config) -> None:
     metrics = config["metrics"]
     for metric in [metrics] if isinstance(metrics, str) else list(metrics or []):
         if str(metric).lower() not in metrics_dict:
-            close = difflib.get_close_matches(str(metric).lower(), sorted(metrics_dict), n=2)
-            hint = f"did you mean {', '.join(close)}? " if close else ""
-            raise ConfigError(f"metrics: RecBole has no metric {metric!r}; {hint}available: {', '.join(sorted(metrics_dict))}")
+            raise ConfigError(unknown_metric(metric, sorted(metrics_dict)))
     require_metric(config, "valid_metric", config["valid_metric"])
+
+
+def unknown_metric(metric, available: list[str]) -> str:
+    """The message for a `metrics` entry RecBole does not have (pure)."""
+    close = difflib.get_close_matches(str(metric).lower(), available, n=2)
+    hint = f"did you mean {', '.join(close)}? " if close else ""
+    return f"metrics: RecBole has no metric {metric!r}; {hint}available: {', '.join(available)}"
 
 
 def require_metric(config, key: str, metric) -> str:

@@ -94,9 +94,7 @@ def resolve_data_path(name: str, data_path: Path, *, allow_download: bool = True
 
 def check_additional_files(config) -> None:
     """Each `additional_feat_suffix` file must exist before RecBole reads anything (KSR's .ent...)."""
-    suffixes = config["additional_feat_suffix"] or []
-    suffixes = [suffixes] if isinstance(suffixes, str) else list(suffixes)
-    folder = Path(config["data_path"])
+    suffixes, folder = _additional_suffixes(config), Path(config["data_path"])
     missing = [folder / f"{config['dataset']}.{suffix}" for suffix in suffixes
                if not (folder / f"{config['dataset']}.{suffix}").is_file()]
     if missing:
@@ -110,15 +108,18 @@ def check_additional_files(config) -> None:
 def check_atomic_files(config, rows: int = 1000) -> None:
     """The header and first `rows` lines of each atomic file RecBole will read: a DataError (exit 2)
     naming the file, the line and what RecBole needs, instead of its traceback."""
-    suffixes = config["additional_feat_suffix"] or []
-    suffixes = [suffixes] if isinstance(suffixes, str) else list(suffixes)
     folder, separator = Path(config["data_path"]), config["field_separator"] or "\t"
-    for suffix in (*ATOMIC_SUFFIXES, *suffixes):
+    for suffix in (*ATOMIC_SUFFIXES, *_additional_suffixes(config)):
         path = folder / f"{config['dataset']}.{suffix}"
         if path.is_file():
             problem = atomic_file_problem(path, separator, rows)
             if problem:
                 raise DataError(f"{path}: {problem}")
+
+
+def _additional_suffixes(config) -> list[str]:
+    suffixes = config["additional_feat_suffix"] or []
+    return [suffixes] if isinstance(suffixes, str) else list(suffixes)
 
 
 def atomic_file_problem(path: Path, separator: str = "\t", rows: int = 1000) -> str | None:

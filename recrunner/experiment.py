@@ -72,8 +72,7 @@ def run_experiment(experiment: Experiment, workspace: Workspace, *, restart: boo
             )
         if previous.status is Status.OK and resume_from is None:
             return _result_from_record(paths.run_dir, previous, skipped=True)
-    aside = workspace.output_dir / ".cache" / "replaced" / paths.run_dir.relative_to(workspace.output_dir)
-    with StartOver(paths, aside, enabled=restart) as start_over:
+    with StartOver(paths, workspace.set_aside(paths.run_dir), enabled=restart) as start_over:
         paths.create()
         with run_logging(paths.log, console=console):
             return _execute(prepared, workspace, resume_from, resume_state, callbacks, begun=start_over.begun)

@@ -52,6 +52,10 @@ class Workspace:
         """Preprocessed datasets shared by every run and sweep under output_dir (recrunner.datacache)."""
         return self.output_dir / ".cache" / "data"
 
+    def set_aside(self, run_dir: Path) -> Path:
+        """Where `--restart` keeps the run at `run_dir` until its replacement trains (resume.StartOver)."""
+        return self.output_dir / ".cache" / "replaced" / Path(run_dir).relative_to(self.output_dir)
+
 
 @dataclass
 class PreparedRun:
@@ -84,7 +88,7 @@ def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
     known = {**defaults.internal_config_dict, **RECRUNNER_DEFAULTS, **file_layers}
     params = check_overrides(params, known, source="parameters (--set, --config-file, grid)")
     check_values({**file_layers, **params}, f"{model} on {experiment.dataset}")
-    identity = {**{k: v for k, v in params.items() if k not in NOT_IDENTITY_KEYS}, "seed": params.get("seed", defaults["seed"])}
+    identity = {**_identifying(params), "seed": params.get("seed", defaults["seed"])}
     run_id = make_run_id(identity, shown=None if experiment.id_keys is None else (*experiment.id_keys, "seed"))
     paths = run_paths(workspace.output_dir, experiment.sweep, experiment.dataset, model, run_id)
 
@@ -102,11 +106,15 @@ def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     hparams = {**default_hparams(config), **identity}
-    settings = {k: v for k, v in {"model": model, "dataset": experiment.dataset, **file_layers, **params}.items()
-                if k not in NOT_IDENTITY_KEYS}
-    shown = None if experiment.id_keys is None else experiment.id_keys
-    group = f"{experiment.dataset}/{model}/" + make_run_id({k: v for k, v in identity.items() if k != "seed"}, shown=shown)
+    settings = _identifying({"model": model, "dataset": experiment.dataset, **file_layers, **params})
+    group = f"{experiment.dataset}/{model}/" + make_run_id({k: v for k, v in identity.items() if k != "seed"},
+                                                          shown=experiment.id_keys)
     return PreparedRun(experiment, config, paths, run_id, hparams, fingerprint(settings), trainer_class, stages, group)
+
+
+def _identifying(params: Mapping) -> dict:
+    """`params` without the keys that never change a run's numbers (config.NOT_IDENTITY_KEYS)."""
+    return {k: v for k, v in params.items() if k not in NOT_IDENTITY_KEYS}
 
 
 def _recbole_config(config_class, model, dataset, config_dict):

@@ -60,7 +60,6 @@ class ProgressBar(Callback):
     def __init__(self, stream=None, every: float = 60.0):
         self.stream, self.every = stream, float(every)
         self.bar = None
-        self.terminal = False
         self.shown: dict = {}
         self._redirect = contextlib.ExitStack()
         self._epoch_seconds: list[float] = []
@@ -69,9 +68,8 @@ class ProgressBar(Callback):
 
     def on_fit_start(self, trainer, control):
         stream = self.stream if self.stream is not None else sys.stderr
-        self.terminal = bool(getattr(stream, "isatty", lambda: False)())
         self._epoch_seconds = []
-        if self.terminal:
+        if getattr(stream, "isatty", lambda: False)():
             from tqdm.auto import tqdm
             from tqdm.contrib.logging import logging_redirect_tqdm
 
