@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from . import forkserver
-from .config import load_yaml, parse_set_options
+from .config import default_config_dir, load_yaml, parse_set_options
 from .errors import ConfigError, RecrunnerError, RunInterrupted, one_line
 from .record import Status
 
@@ -29,7 +29,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="recrunner", description="Train and evaluate RecBole models; re-running a command resumes it.")
+    parser = _Parser(prog="recrunner", description="Train and evaluate RecBole models; re-running a command resumes it.",
+                     epilog="Also: `recrunner report SWEEP_DIR` (tables, tests, effect sizes, charts) and "
+                            "`recrunner reproduce RUN_DIR` (run a finished run again and compare); each has --help.")
     parser.add_argument("--model", nargs="+", default=None, help="RecBole model name(s) (default: SASRec, or the grid's)")
     parser.add_argument("--dataset", nargs="+", default=None, help="dataset name(s) (default: ml-100k, or the grid's)")
     parser.add_argument("--grid", type=Path, default=None, metavar="FILE",
@@ -80,13 +82,6 @@ def _gpu_list(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in parts)
 
 
-def _default_config_dir() -> Path | None:
-    for candidate in (Path.cwd() / "configs", Path(__file__).resolve().parents[1] / "configs"):
-        if (candidate / "base.yaml").is_file():
-            return candidate
-    return None
-
-
 def _raise_interrupt(signum, frame):
     raise RunInterrupted("received SIGTERM")
 
@@ -97,6 +92,8 @@ def build_report_parser() -> argparse.ArgumentParser:
     parser.add_argument("sweep_dir", type=Path, help="a sweep folder, e.g. runs/<sweep>")
     parser.add_argument("--baseline", default=None, help="model the others are tested against (default: the first)")
     parser.add_argument("--alpha", type=float, default=0.05, help="significance level after Holm's correction")
+    parser.add_argument("--interval", choices=("std", "ci"), default="std",
+                        help="tables show mean ± std over seeds (default) or ± the 95%% confidence interval")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: <sweep_dir>/report)")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     return parser
@@ -107,10 +104,36 @@ def _report(args) -> int:
 
     if not args.sweep_dir.is_dir():
         raise ConfigError(f"{args.sweep_dir} is not a folder; give a sweep folder like runs/<sweep>")
-    report = build_report(args.sweep_dir, baseline=args.baseline, alpha=args.alpha)
+    report = build_report(args.sweep_dir, baseline=args.baseline, alpha=args.alpha, interval=args.interval)
     for path in write_report(report, args.out):
         print(path)
     return 0
+
+
+def build_reproduce_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="recrunner reproduce",
+                     description="Run a finished run's recorded configuration again into a new folder and compare "
+                                 "every number; exit 0 when identical, 1 when something differs (each recorded "
+                                 "difference is explained).")
+    parser.add_argument("run_dir", type=Path, help="a run folder, e.g. runs/<sweep>/<dataset>/<model>/<run id>")
+    parser.add_argument("--output", type=Path, default=None,
+                        help="output folder of the new run (default: the original's); it goes to reproduce-<time>/")
+    parser.add_argument("--data-path", type=Path, default=None,
+                        help="folder holding <dataset>/ (default: the one the original run read)")
+    parser.add_argument("--config-dir", type=Path, default=None,
+                        help="recrunner's YAML layers (default: the folder the original run read)")
+    parser.add_argument("--quiet", action="store_true", help="log the new run to its run.log only")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    return parser
+
+
+def _reproduce(args, command: str) -> int:
+    from .reproduce import render, reproduce
+
+    new_dir, comparison = reproduce(args.run_dir, output=args.output, data_path=args.data_path,
+                                    config_dir=args.config_dir, command=command, console=not args.quiet)
+    print(render(args.run_dir, new_dir, comparison))
+    return 0 if comparison.identical else 1
 
 
 def main(argv=None) -> int:
@@ -118,10 +141,13 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv
     try:
+        command = shlex.join([Path(sys.argv[0]).name or "recrunner", *argv])
         if argv[:1] == ["report"]:
             return _report(build_report_parser().parse_args(argv[1:]))
+        if argv[:1] == ["reproduce"]:
+            return _reproduce(build_reproduce_parser().parse_args(argv[1:]), command)
         args = build_parser().parse_args(argv)
-        args.command = shlex.join([Path(sys.argv[0]).name or "recrunner", *argv])
+        args.command = command
         args.started = started
         return _main(args)
     except RecrunnerError as exc:
@@ -153,7 +179,7 @@ def _main(args) -> int:
         _check_gpus(args.gpus)
     data_path = args.data_path or Path(os.environ.get("RECRUNNER_DATA_PATH", "datasets"))
     workspace = Workspace(output_dir=args.output.resolve(), data_path=data_path.resolve(),
-                          config_dir=(args.config_dir or _default_config_dir()))
+                          config_dir=(args.config_dir or default_config_dir()))
     planned = plan(cells, workspace, name, command=args.command)
     if args.dry_run:
         print(_dry_run(name, planned, workspace))
@@ -238,7 +264,8 @@ def _resume_one(planned, workspace, args) -> int:
     result = run_experiment(item.experiment, workspace, restart=args.restart, resume_from=args.resume_from,
                             console=not args.quiet)
     print(cell_line(item, {"status": result.status, "error": result.error, "test": result.test,
-                           "best_epoch": result.best_epoch, "run_dir": str(result.run_dir)}))
+                           "best_epoch": result.best_epoch, "run_dir": str(result.run_dir),
+                           "warnings": result.warnings}))
     return 0 if result.status == Status.OK else 1
 
 

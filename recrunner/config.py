@@ -111,6 +111,14 @@ def _loader():
     return Loader
 
 
+def default_config_dir() -> Path | None:
+    """The CLI's config folder when none is given: ./configs, else the one beside the package."""
+    for candidate in (Path.cwd() / "configs", Path(__file__).resolve().parents[1] / "configs"):
+        if (candidate / "base.yaml").is_file():
+            return candidate
+    return None
+
+
 def parse_set_options(options: Iterable[str]) -> dict:
     """`--set key=value` pairs to a dict; values are YAML (`epochs=5`, `topk=[10,20]`)."""
     result = {}

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
-from . import __version__, per_user
+from . import __version__, per_user, protocol
 from .checkpoint import load as load_checkpoint
 from .checkpoint import to_plain
 from .config import setting
@@ -50,6 +50,7 @@ class RunResult:
     test: dict | None = None
     error: str | None = None
     skipped: bool = False  # already finished: nothing was trained
+    warnings: tuple[str, ...] = ()  # may be under-trained, leaks the future, sampled metrics
 
 
 def run_experiment(experiment: Experiment, workspace: Workspace, *, restart: bool = False,
@@ -104,6 +105,10 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
         started = time.perf_counter()
         train_data, valid_data, test_data = _load_data(config, workspace)
         record.data_seconds = round(time.perf_counter() - started, 3)
+        record.protocol = protocol.card(config, *(loader and loader._dataset for loader in
+                                                  (train_data, valid_data, test_data)))
+        for warning in protocol.warnings(record.protocol):
+            logger.warning(warning)
         trainer = _build_trainer(prepared, paths.run_dir, train_data, writer, callbacks)
         if resume:
             trainer.resume_checkpoint(resume[0])
@@ -130,6 +135,8 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
         logger.exception(f"run failed: {error}")
     finally:
         record.finish(status, error, trainer, _now())
+        if record.under_trained:
+            logger.warning(f"{config['model']} on {config['dataset']} {record.under_trained}")
         writer.end_session(status.value, prepared.hparams)
         writer.close()
         record.write(paths.metrics)
@@ -206,7 +213,8 @@ def _initial_record(prepared: PreparedRun, workspace: Workspace) -> RunRecord:
 
 def _result_from_record(run_dir: Path, record: RunRecord, skipped: bool = False) -> RunResult:
     return RunResult(run_dir=Path(run_dir), status=record.status, best_epoch=record.best_epoch,
-                     best_valid=record.best_valid, test=record.test, error=record.error, skipped=skipped)
+                     best_valid=record.best_valid, test=record.test, error=record.error, skipped=skipped,
+                     warnings=tuple(record.warnings()))
 
 
 def _now() -> str:

@@ -92,7 +92,8 @@ def trainer_class(model_name: str, model_type, custom_trainer: type) -> type:
 
         return TreeTrainer.for_library(base)
     if all(getattr(base, name) is getattr(Trainer, name) for name in _LOOP_METHODS):
-        return type(f"Custom{base.__name__}", (custom_trainer, base), {})
+        one_pass = base.__name__ == "TraditionalTrainer"  # epochs = 1 whatever the config: nothing to converge
+        return type(f"Custom{base.__name__}", (custom_trainer, base), {"single_pass": one_pass} if one_pass else {})
     raise ValueError(f"{model_name} trains with RecBole's {base.__name__}, which replaces the training loop "
                      "itself and has no layer in recrunner.families")
 

@@ -1,6 +1,7 @@
 """Where a run's numbers come from, recorded in its metrics.json (`provenance`).
 
     command    the command line that asked for the run (the sweep's, for a sweep cell)
+    config_dir the folder of recrunner's YAML layers the run read (`recrunner reproduce` reads it again)
     git        the commit of recrunner's checkout and of the config folder, and whether each tree
                had uncommitted changes (None outside a git checkout)
     versions   python, torch, recbole, numpy, pandas, scipy, recrunner
@@ -27,6 +28,7 @@ def provenance(data_folder: Path | None, config_dir: Path | None, command: str |
     files = folder_fingerprint(Path(data_folder)) if data_folder is not None else []
     return {
         "command": command or " ".join(sys.argv),
+        "config_dir": str(Path(config_dir).resolve()) if config_dir is not None else None,
         "git": {"recrunner": git_state(Path(__file__).resolve().parent),
                 "configs": git_state(Path(config_dir)) if config_dir is not None else None},
         "versions": versions(),

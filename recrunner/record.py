@@ -53,6 +53,12 @@ class RunRecord:
     initial_valid: dict = field(default_factory=dict)  # epoch -1
     test: dict = field(default_factory=dict)         # test metrics with the best weights
     epochs_trained: int | None = None
+    max_epochs: int | None = None                    # the cap the trainer applied (`epochs`; 1 for Pop, EASE...)
+    stopped_early: bool | None = None                # early stopping ended training, not the cap
+    epochs_to_best: int | None = None                # best_epoch + 1
+    seconds_to_best: float | None = None             # training and validation time until the best epoch ended
+    under_trained: str | None = None                 # "may be under-trained: ..." (convergence.py), else None
+    protocol: dict = field(default_factory=dict)     # split, order, ranking, filters, counts, leakage (protocol.py)
     pretrain_seconds: float | None = None            # S3Rec, RaCT: their pre-training stages
     data_seconds: float | None = None
     train_seconds: float | None = None
@@ -73,6 +79,27 @@ class RunRecord:
             self.best_valid = {k: float(v) for k, v in (trainer.best_valid_result or {}).items()}
             self.initial_valid = {k: float(v) for k, v in (trainer.initial_valid_result or {}).items()}
             self.epochs_trained = len(trainer.train_loss_dict)
+            self._convergence(trainer)
+
+    def _convergence(self, trainer) -> None:
+        from .convergence import under_trained
+
+        state = trainer.state
+        self.max_epochs, self.stopped_early = trainer.epochs, bool(state.stopped_early)
+        self.epochs_to_best = None if self.best_epoch is None else self.best_epoch + 1
+        self.seconds_to_best = None if state.seconds_to_best is None else round(state.seconds_to_best, 3)
+        if self.status is not Status.OK:
+            return
+        validating = trainer.eval_step if self.best_valid else 0
+        self.under_trained = under_trained(best_epoch=self.best_epoch, epochs_trained=self.epochs_trained,
+                                           max_epochs=self.max_epochs, stopped_early=self.stopped_early,
+                                           eval_step=validating, single_pass=trainer.single_pass)
+
+    def warnings(self) -> list[str]:
+        """What a reader of this run's numbers must know: under-training, leakage, sampled metrics."""
+        from .protocol import warnings
+
+        return ([self.under_trained] if self.under_trained else []) + warnings(self.protocol)
 
     def to_json(self) -> dict:
         values = dataclasses.asdict(self)

@@ -120,6 +120,11 @@ def run_paths(output_dir: Path, sweep: str, dataset: str, model: str, run_id: st
     return RunPaths(Path(output_dir) / sweep / dataset / model / run_id)
 
 
+def output_of(run_dir: Path) -> Path:
+    """The output folder holding a run directory (`runs` of runs/<sweep>/<dataset>/<model>/<run id>)."""
+    return Path(run_dir).resolve().parents[3]
+
+
 @contextlib.contextmanager
 def atomic_file(path: Path, mode: str = "wb"):
     """A handle whose content replaces `path` whole when the block ends (tmp, fsync, rename);

@@ -24,6 +24,9 @@ class TrainingState:
     initial_valid_result: dict | None = None  # epoch -1: the untrained model's metrics
     cur_step: int = 0                         # validations since the last improvement (RecBole's counter)
     train_loss_dict: dict = field(default_factory=dict)  # epoch -> total training loss
+    stopped_early: bool = False               # an early-stopping request ended training (not `epochs`)
+    train_seconds: float = 0.0                # wall time of the epochs so far (training and validation)
+    seconds_to_best: float | None = None      # train_seconds at the end of the best epoch
 
     def to_checkpoint(self) -> dict:
         """The fields as plain data, each under its own name."""

@@ -52,6 +52,7 @@ class CustomTrainer(Checkpointing, TrainerOutput, Trainer):
     extra_state_names: tuple[str, ...] = ()  # model attributes that are state although RecBole never saves them
     reports_loss = True  # False: a trainer whose epochs have no loss (a booster; recrunner.trees)
     reports_hparams = True  # False: a fit that is a stage of its run, not a row of its own (recrunner.families)
+    single_pass = False  # True: the model is fitted in one pass by design (TraditionalTrainer: Pop, EASE...)
 
     # the training state (recrunner.state): RecBole's attribute names and recrunner's, one dataclass
     epoch = state_attribute("epoch")
@@ -127,6 +128,7 @@ class CustomTrainer(Checkpointing, TrainerOutput, Trainer):
 
     def _run_epoch(self, epoch_idx, train_data, valid_data, verbose, saved, show_progress, callback_fn) -> bool:
         """Train one epoch, validate when due, save; True when training should stop."""
+        started = time()
         self.epoch = epoch_idx
         self.epoch_start(epoch_idx)
         self._call("on_epoch_start")
@@ -139,6 +141,10 @@ class CustomTrainer(Checkpointing, TrainerOutput, Trainer):
         self._call("on_epoch_end")
         stop = self.control.should_stop
         self.finished = stop or epoch_idx + 1 >= self.epochs
+        self.state.stopped_early = stop
+        self.state.train_seconds += time() - started
+        if self.best_epoch == epoch_idx:
+            self.state.seconds_to_best = self.state.train_seconds
         if saved and (self.finished or self.control.should_save or (epoch_idx + 1) % self.checkpoint_every == 0):
             self.save_training_state(epoch_idx)
         self.control.should_save = False

@@ -30,6 +30,31 @@ def test_paired_test_sees_a_consistent_gain_and_not_noise():
     assert list(x) == [0.1, 0.2] and list(y) == [1.0, 2.0]
 
 
+def test_the_bootstrap_interval_covers_a_known_shift():
+    rng = np.random.default_rng(1)
+    trials, covered = 200, 0
+    for trial in range(trials):
+        base = rng.beta(2, 8, size=300)
+        candidate = base + 0.03 + rng.normal(0, 0.1, size=300)
+        difference, low, high = stats.bootstrap_difference([np.arange(300)], [candidate], [base], resamples=500,
+                                                           seed=trial)
+        assert low < difference < high and difference == pytest.approx(np.mean(candidate - base))
+        covered += low <= 0.03 <= high
+    assert 0.90 <= covered / trials <= 0.99  # a 95% interval covers the true shift about 95% of the time
+
+
+def test_the_bootstrap_counts_a_user_once_however_many_seeds():
+    users = [np.array([1, 2, 3]), np.array([3, 2, 1])]
+    candidate, baseline = [np.array([1.0, 1.0, 1.0]), np.array([0.0, 0.0, 4.0])], [np.zeros(3), np.zeros(3)]
+    # per user, averaged over the two seeds: user 1 (1+4)/2, users 2 and 3 (1+0)/2
+    difference, low, high = stats.bootstrap_difference(users, candidate, baseline, resamples=300)
+    assert difference == pytest.approx((2.5 + 0.5 + 0.5) / 3) and 0.5 <= low <= high <= 2.5
+    assert stats.relative_improvement(np.array([0.3, 0.3]), np.array([0.2, 0.2])) == pytest.approx(0.5)
+    assert stats.relative_improvement(np.ones(2), np.zeros(2)) is None
+    assert stats.mean_interval(1.0, 2) == pytest.approx(12.7062 / 2 ** 0.5, rel=1e-4)
+    assert np.isnan(stats.mean_interval(1.0, 1))
+
+
 @pytest.fixture
 def sweep(workspace, mini_dataset, tmp_path, capsys):
     grid = tmp_path / "compare.yaml"
@@ -65,6 +90,33 @@ def test_report_renders_tables_significance_flags_and_charts(sweep, capsys):
     assert markdown.count("non-finite training loss") == 4  # 2 datasets x 2 seeds at learning_rate 1e30
     latex = (out / "tables.tex").read_text()
     assert latex.count(r"\begin{tabular}") == 5 and r"\toprule" in latex and r"\textbf{" in latex
+    assert "Protocol: ml-100k: ratio [0.8, 0.1, 0.1], random order, per user; full ranking" in latex
+
+    # every column says its protocol; every comparison has an effect size beside its p-value
+    assert "### ml-mini" in markdown and "- leakage audit: " in markdown and "**warning:** the split leaks" in markdown
+    effect = re.findall(r"\| ndcg@10 \| ml-100k \| BPR \| ([+-]\d\.\d{4}) \[([+-]\d\.\d{4}), ([+-]\d\.\d{4})\] \| "
+                        r"([+-][\d.]+%) \|", markdown)
+    assert len(effect) == 1 and float(effect[0][1]) <= float(effect[0][0]) <= float(effect[0][2])
+    bpr = next(r for r in tested if r["metric"] == "ndcg@10" and r["dataset"] == "ml-100k")
+    assert float(bpr["difference"]) == pytest.approx(float(effect[0][0]), abs=1e-4)
+    assert float(bpr["relative"]) == pytest.approx(float(bpr["mean"]) / float(
+        next(r for r in rows if r["model"] == "Pop" and r["metric"] == "ndcg@10" and r["dataset"] == "ml-100k")["mean"])
+        - 1, abs=1e-3)
+    assert "| BPR | ml-100k | 2 | 3.0 | " in markdown  # training budget: 2 seeds, 3 epochs each
+    assert "‡" in markdown  # 3 epochs without early stopping: may be under-trained
+
+
+def test_tables_can_show_a_confidence_interval_over_seeds(sweep, capsys):
+    from recrunner.report.stats import mean_interval
+
+    assert main(["report", str(sweep), "--interval", "ci"]) == 0
+    capsys.readouterr()
+    rows = list(csv.DictReader(open(sweep / "report" / "summary.csv")))
+    pop = next(r for r in rows if r["model"] == "Pop" and r["metric"] == "ndcg@10" and r["dataset"] == "ml-100k")
+    assert float(pop["ci95"]) == pytest.approx(mean_interval(float(pop["std"]), 2), rel=1e-4)
+    markdown = (sweep / "report" / "report.md").read_text()
+    assert "mean ± 95% confidence interval" in markdown and f"± {float(pop['ci95']):.4f} (2)" in markdown
+    assert main(["report", str(sweep), "--interval", "sem"]) == 2
 
 
 def test_report_works_on_a_partial_sweep_and_refuses_an_unknown_baseline(sweep, capsys):

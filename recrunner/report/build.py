@@ -1,34 +1,43 @@
 """`recrunner report <sweep-dir>`: the tables, tests and charts of a sweep, finished or not.
 
     runs/<sweep>/report/
-        report.md           model x dataset tables per test metric (mean ± std over seeds, best in
-                            bold, † = differs from the baseline after Holm's correction), the
-                            significance table, the chosen configurations, flagged runs
-        summary.csv         one row per (metric, dataset, model): mean, std, n, p, adjusted p
+        report.md           model x dataset tables per test metric (mean ± std, or ± 95% CI, over
+                            seeds; best in bold; † = differs from the baseline after Holm's
+                            correction; ‡ = may be under-trained), the protocol of each dataset
+                            column, the significance table with effect sizes, the training budget
+                            and convergence of each cell, the chosen configurations, flagged runs
+        summary.csv         one row per (metric, dataset, model): mean, std, CI, n, p, adjusted p,
+                            mean paired difference with its 95% bootstrap CI, relative improvement,
+                            epochs and seconds to the best epoch
         tables.tex          the same tables for a paper (booktabs)
         test_<metric>.png   one chart per metric: models side by side on each dataset
         valid_<dataset>.png validation curves (valid_metric per epoch, mean over seeds, from epoch -1)
 
 Every run under the folder that has a metrics.json counts; for each model and dataset the
-configuration with the best mean validation score is reported (selection on validation).
+configuration with the best mean validation score is reported (selection on validation). Runs
+evaluated under different protocols are never pooled: each protocol of a dataset is a column of
+its own (recrunner.protocol.separate). Rendering lives in render.py.
 """
 
 from __future__ import annotations
 
 import csv
-import io
 import json
 import math
 from pathlib import Path
 
+import numpy as np
+
 from ..callbacks import metric_bigger
 from ..errors import ConfigError
+from ..protocol import separate
 from ..record import FILE_NAME, RunRecord, Status
-from ..rundir import write_text_atomic
 from ..tables import best_configurations
 from . import stats
-from .model import Report, cell_stats
+from .model import Report
+from .render import write_report
 
+__all__ = ["build_report", "discover", "write_report"]
 
 
 def discover(sweep_dir: Path) -> list[dict]:
@@ -42,17 +51,23 @@ def discover(sweep_dir: Path) -> list[dict]:
                "status": record.status.value, "seed": record.seed, "error": record.error,
                "valid_metric": record.valid_metric or "mrr@10",
                "best_valid_score": record.best_valid_score, "initial_valid": record.initial_valid,
-               "params": {k: v for k, v in record.params.items() if k != "seed"}}
+               "params": {k: v for k, v in record.params.items() if k != "seed"},
+               "protocol": record.protocol, "under_trained": record.under_trained,
+               "epochs_trained": record.epochs_trained, "epochs_to_best": record.epochs_to_best,
+               "seconds_to_best": record.seconds_to_best, "seconds": record.seconds}
         row.update({f"test/{k}": v for k, v in record.test.items()})
         rows.append(row)
     return rows
 
 
-def build_report(sweep_dir: Path, baseline: str | None = None, alpha: float = 0.05) -> Report:
+def build_report(sweep_dir: Path, baseline: str | None = None, alpha: float = 0.05, interval: str = "std") -> Report:
     sweep_dir = Path(sweep_dir)
     rows = discover(sweep_dir)
     if not rows:
         raise ConfigError(f"{sweep_dir} holds no runs (no metrics.json below it); give a sweep folder like runs/<sweep>")
+    if interval not in ("std", "ci"):
+        raise ConfigError(f"--interval {interval!r}: use std (± std over seeds) or ci (± 95% confidence interval)")
+    protocols = separate(rows)
     swept = sorted({k for r in rows for k in r["params"] if len({json.dumps(x["params"].get(k)) for x in rows}) > 1})
     for row in rows:
         row.update({k: row["params"].get(k) for k in swept})
@@ -62,10 +77,11 @@ def build_report(sweep_dir: Path, baseline: str | None = None, alpha: float = 0.
     if baseline not in models:
         raise ConfigError(f"baseline {baseline!r} is not in this sweep; models: {', '.join(models)}")
     metrics = list(dict.fromkeys(k[5:] for r in rows for k in r if k.startswith("test/")))
-    report = Report(sweep_dir, baseline, metrics, models, datasets, best_configurations(rows, swept))
+    report = Report(sweep_dir, baseline, metrics, models, datasets, best_configurations(rows, swept),
+                    protocols=protocols, interval=interval, alpha=alpha)
     report.counts = {s: sum(r["status"] == s for r in rows) for s in sorted({r["status"] for r in rows})}
     report.flags = [flag for row in rows for flag in _flags(row)]
-    report.significance = _significance(report, alpha)
+    report.significance = _significance(report)
     return report
 
 
@@ -103,137 +119,48 @@ def _flags(row) -> list:
         bigger = metric_bigger(row["valid_metric"])
         if (best <= start) if bigger else (best >= start):
             reasons.append(f"never better than the untrained model (epoch -1 {row['valid_metric']} {start:.4f})")
+    if row["status"] == Status.OK and row.get("under_trained"):
+        reasons.append(row["under_trained"])
     return [(row, reason) for reason in reasons]
 
 
-def _significance(report: Report, alpha: float) -> dict:
-    from ..per_user import load
-
+def _significance(report: Report) -> dict:
+    """{(metric, dataset, model): stats.Comparison} against the baseline, Holm-corrected per metric."""
     results = {}
     for metric in report.metrics:
-        family = {}
+        family, effects = {}, {}
         for dataset in report.datasets:
-            base_runs = {r["seed"]: r for r in report.chosen.get((report.baseline, dataset), [])}
             for model in report.models:
                 if model == report.baseline:
                     continue
-                pairs = [(r, base_runs[r["seed"]]) for r in report.chosen.get((model, dataset), []) if r["seed"] in base_runs]
-                candidate, baseline = [], []
-                for run, base in pairs:
-                    a, b = run["run_dir"] / "test_per_user.npz", base["run_dir"] / "test_per_user.npz"
-                    if not (a.exists() and b.exists()):
-                        continue
-                    x, y = stats.pair_by_user(load(a), load(b), metric) if metric in load(a) else (None, None)
-                    if x is not None:
-                        candidate.append(x)
-                        baseline.append(y)
-                if candidate:
-                    import numpy as np
-
-                    family[(metric, dataset, model)] = stats.paired_test(np.concatenate(candidate), np.concatenate(baseline))
+                paired = _paired_seeds(report, model, dataset, metric)
+                if paired:
+                    users, candidate, baseline = zip(*paired)
+                    x, y = np.concatenate(candidate), np.concatenate(baseline)
+                    family[(metric, dataset, model)] = stats.paired_test(x, y)
+                    effects[(metric, dataset, model)] = (stats.bootstrap_difference(users, candidate, baseline),
+                                                         stats.relative_improvement(x, y), len(np.unique(np.concatenate(users))))
         adjusted = stats.holm(family)
-        results.update({key: (p, adjusted[key]) for key, p in family.items()})
-    report.alpha = alpha
+        for key, p in family.items():
+            (difference, low, high), relative, users = effects[key]
+            results[key] = stats.Comparison(p, adjusted[key], difference, low, high, relative, users)
     return results
 
 
+def _paired_seeds(report: Report, model: str, dataset: str, metric: str) -> list:
+    """[(users, model values, baseline values)] per seed both ran, from test_per_user.npz."""
+    from ..per_user import load
 
-def _column_best(report, dataset, metric):
-    return report.table.column_best(dataset, metric)
-
-
-def _significant(report, metric, dataset, model) -> bool:
-    found = report.significance.get((metric, dataset, model))
-    return found is not None and found[1] < report.alpha
-
-
-def markdown(report: Report) -> str:
-    counts = ", ".join(f"{n} {s}" for s, n in report.counts.items())
-    lines = [f"# Report: {report.sweep_dir.name}", "",
-             f"Runs: {counts}. Test metrics of the configuration with the best mean validation score per model and "
-             f"dataset, mean ± std over seeds (n). Best per column in **bold**; † differs from the baseline "
-             f"{report.baseline} (paired Wilcoxon signed-rank test over users, Holm-corrected across models and "
-             f"datasets, p < {report.alpha}).", ""]
-    for metric in report.metrics:
-        lines += [f"## test {metric}", "", "| model | " + " | ".join(report.datasets) + " |",
-                  "|---|" + "---|" * len(report.datasets)]
-        for model in report.models:
-            cells = []
-            for dataset in report.datasets:
-                mean, std, n = cell_stats(report, model, dataset, metric)
-                if not n:
-                    cells.append("–")
-                    continue
-                text = f"{mean:.4f} ± {std:.4f} ({n})"
-                text = f"**{text}**" if mean == _column_best(report, dataset, metric) else text
-                cells.append(text + (" †" if _significant(report, metric, dataset, model) else ""))
-            lines.append(f"| {model} | " + " | ".join(cells) + " |")
-        lines.append("")
-    lines += ["## significance against " + report.baseline, "",
-              "| metric | dataset | model | p | Holm-adjusted p | significant |", "|---|---|---|---|---|---|"]
-    for (metric, dataset, model), (p, adjusted) in sorted(report.significance.items()):
-        lines.append(f"| {metric} | {dataset} | {model} | {p:.3g} | {adjusted:.3g} | {'yes' if adjusted < report.alpha else 'no'} |")
-    if not report.significance:
-        lines.append("| – | – | – | – | – | no paired per-user results (test_per_user.npz) to compare |")
-    lines += ["", "## flagged runs", ""]
-    lines += [f"- `{row['run_dir'].relative_to(report.sweep_dir)}`: {reason}" for row, reason in report.flags] or ["none"]
-    return "\n".join(lines) + "\n"
-
-
-def summary_csv(report: Report) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["metric", "dataset", "model", "mean", "std", "n", "p", "p_holm", "significant", "best"])
-    for metric in report.metrics:
-        for dataset in report.datasets:
-            for model in report.models:
-                mean, std, n = cell_stats(report, model, dataset, metric)
-                p, adjusted = report.significance.get((metric, dataset, model), (None, None))
-                writer.writerow([metric, dataset, model, _num(mean), _num(std), n, _num(p), _num(adjusted),
-                                 adjusted is not None and adjusted < report.alpha,
-                                 n > 0 and mean == _column_best(report, dataset, metric)])
-    return out.getvalue()
-
-
-def latex(report: Report) -> str:
-    def escape(text):
-        return str(text).replace("_", r"\_").replace("%", r"\%").replace("&", r"\&")
-
-    blocks = []
-    for metric in report.metrics:
-        rows = []
-        for model in report.models:
-            cells = []
-            for dataset in report.datasets:
-                mean, std, n = cell_stats(report, model, dataset, metric)
-                text = "--" if not n else f"{mean:.4f} $\\pm$ {std:.4f}" + (
-                    "$^{*}$" if _significant(report, metric, dataset, model) else "")
-                cells.append(f"\\textbf{{{text}}}" if n and mean == _column_best(report, dataset, metric) else text)
-            rows.append(escape(model) + " & " + " & ".join(cells) + r" \\")
-        blocks.append("\n".join([
-            r"\begin{table}[t]", r"\centering",
-            f"\\caption{{Test {escape(metric)}: mean $\\pm$ std over seeds; best in bold; $^{{*}}$ differs from "
-            f"{escape(report.baseline)} (Wilcoxon signed-rank over users, Holm-corrected, $p<{report.alpha}$).}}",
-            r"\begin{tabular}{l" + "c" * len(report.datasets) + "}", r"\toprule",
-            "Model & " + " & ".join(escape(d) for d in report.datasets) + r" \\", r"\midrule", *rows,
-            r"\bottomrule", r"\end{tabular}", r"\end{table}"]))
-    return "\n\n".join(blocks) + "\n"
-
-
-def _num(value):
-    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.6g}"
-
-
-def write_report(report: Report, out_dir: Path | None = None) -> list[Path]:
-    from . import plots
-
-    out_dir = Path(out_dir or report.sweep_dir / "report")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, text in (("report.md", markdown(report)), ("summary.csv", summary_csv(report)),
-                       ("tables.tex", latex(report))):
-        write_text_atomic(out_dir / name, text)
-        written.append(out_dir / name)
-    written += plots.write_plots(report, out_dir)
-    return written
-
+    base_runs = {r["seed"]: r for r in report.chosen.get((report.baseline, dataset), [])}
+    paired = []
+    for run in report.chosen.get((model, dataset), []):
+        base = base_runs.get(run["seed"])
+        if base is None:
+            continue
+        a, b = run["run_dir"] / "test_per_user.npz", base["run_dir"] / "test_per_user.npz"
+        if not (a.exists() and b.exists()):
+            continue
+        candidate, baseline = load(a), load(b)
+        if metric in candidate and metric in baseline:
+            paired.append(stats.paired_users(candidate, baseline, metric))
+    return paired

@@ -21,9 +21,12 @@ class Report:
     models: list
     datasets: list
     chosen: dict                       # (model, dataset) -> [rows]
-    significance: dict = field(default_factory=dict)  # (metric, dataset, model) -> (p, p_adjusted)
+    significance: dict = field(default_factory=dict)  # (metric, dataset, model) -> stats.Comparison
     flags: list = field(default_factory=list)          # (run, reason)
     counts: dict = field(default_factory=dict)
+    protocols: dict = field(default_factory=dict)      # dataset (label) -> its protocol card (recrunner.protocol)
+    interval: str = "std"                              # tables show mean ± std, or ± 95% CI over seeds ("ci")
+    alpha: float = 0.05
 
     @property
     def table(self) -> ResultTable:
@@ -34,6 +37,19 @@ class Report:
 def cell_stats(report, model, dataset, metric) -> tuple[float, float, int]:
     """(mean, std, n) of a test metric over the chosen runs of (model, dataset) (recrunner.tables)."""
     return report.table.cell(model, dataset, metric)
+
+
+def cell_spread(report, model, dataset, metric) -> tuple[float, float, int]:
+    """(mean, ± what the tables show, n): the std over seeds, or the 95% CI's half-width (`interval`)."""
+    from .stats import mean_interval
+
+    mean, std, n = cell_stats(report, model, dataset, metric)
+    return mean, mean_interval(std, n) if report.interval == "ci" else std, n
+
+
+def under_trained(report, model, dataset) -> int:
+    """How many of the chosen runs of (model, dataset) are flagged "may be under-trained"."""
+    return sum(bool(run.get("under_trained")) for run in report.chosen.get((model, dataset), []))
 
 
 def curves(report: Report, dataset: str) -> dict:

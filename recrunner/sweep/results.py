@@ -16,13 +16,17 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+from ..convergence import UNDER_TRAINED_MARK as UNDER_TRAINED
+from ..protocol import separate
+from ..protocol import summary as protocol_summary
+from ..protocol import warnings as protocol_warnings
 from ..record import RunRecord, Status
 from ..rundir import write_text_atomic
 from ..tables import ResultTable, best_configurations
 
 ID_COLUMNS = ("cell", "model", "dataset")
-TAIL_COLUMNS = ("status", "error", "best_epoch", "epochs_trained", "data_seconds", "train_seconds",
-                "test_seconds", "seconds")
+TAIL_COLUMNS = ("status", "error", "best_epoch", "epochs_trained", "epochs_to_best", "seconds_to_best",
+                "under_trained", "data_seconds", "train_seconds", "test_seconds", "seconds", "protocol")
 
 
 def cell_row(cell_id: str, model: str, dataset: str, params: dict, swept, run_dir: Path | None,
@@ -35,7 +39,8 @@ def cell_row(cell_id: str, model: str, dataset: str, params: dict, swept, run_di
     row["seed"] = seed
     row["status"] = (record.status if record else Status.FAILED if error else Status.PENDING).value
     row["error"] = (record.error if record else None) or error
-    for key in ("best_epoch", "epochs_trained", "data_seconds", "train_seconds", "test_seconds", "valid_metric"):
+    for key in ("best_epoch", "epochs_trained", "epochs_to_best", "seconds_to_best", "under_trained", "data_seconds",
+                "train_seconds", "test_seconds", "valid_metric", "protocol"):
         row[key] = getattr(record, key) if record else None
     row["seconds"] = record.seconds if record else None
     row["best_valid_score"] = record.best_valid_score if record else None
@@ -52,6 +57,7 @@ def write_results(sweep_dir: Path, rows: list[dict], swept: list[str], title: st
 
 
 def results_csv(rows: list[dict], swept: list[str]) -> str:
+    """A row per cell; `protocol` is the card's one-line summary (recrunner.protocol)."""
     metric_columns = sorted({k for row in rows for k in row if k.startswith(("valid/", "test/"))},
                             key=lambda k: (not k.startswith("valid/"), k))
     columns = [*ID_COLUMNS, *[s for s in swept if s != "seed"], "seed", *TAIL_COLUMNS, *metric_columns]
@@ -59,13 +65,16 @@ def results_csv(rows: list[dict], swept: list[str]) -> str:
     writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: _csv_value(row.get(k)) for k in columns})
+        values = {**row, "protocol": protocol_summary(row["protocol"]) if row.get("protocol") else None}
+        writer.writerow({k: _csv_value(values.get(k)) for k in columns})
     return out.getvalue()
 
 
 
 
 def results_markdown(rows: list[dict], swept: list[str], title: str) -> str:
+    rows = [dict(row) for row in rows]
+    protocols = separate(rows)  # a dataset under two protocols is two columns, never one pooled cell
     counts = defaultdict(int)
     for row in rows:
         counts[row["status"]] += 1
@@ -76,16 +85,33 @@ def results_markdown(rows: list[dict], swept: list[str], title: str) -> str:
     metrics = list(dict.fromkeys(k[5:] for row in rows for k in row if k.startswith("test/")))
     lines = [f"# {title}", "", f"{len(rows)} cells: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) + ".",
              "Test metrics of the configuration with the best mean validation score per model and dataset; "
-             "mean ± std over seeds (n seeds); best per column in bold.", ""]
+             f"mean ± std over seeds (n seeds); best per column in bold; {UNDER_TRAINED} may be under-trained "
+             "(results.csv: under_trained).", ""]
     for metric in metrics:
         lines += [f"## test {metric}", "", "| model | " + " | ".join(datasets) + " |",
                   "|---|" + "---|" * len(datasets)]
         for model in models:
-            cells = [_mean_std(table, model, dataset, metric) for dataset in datasets]
+            cells = [_mean_std(table, model, dataset, metric) + _under_trained(chosen, model, dataset)
+                     for dataset in datasets]
             lines.append(f"| {model} | " + " | ".join(cells) + " |")
         lines.append("")
-    lines += _chosen_table(chosen, swept) + _failures(rows)
+    lines += _protocols(protocols) + _chosen_table(chosen, swept) + _failures(rows)
     return "\n".join(lines) + "\n"
+
+
+def _under_trained(chosen, model, dataset) -> str:
+    flagged = any(run.get("under_trained") for run in chosen.get((model, dataset), []))
+    return f" {UNDER_TRAINED}" if flagged else ""
+
+
+def _protocols(protocols: dict) -> list[str]:
+    if not protocols:
+        return []
+    lines = ["## protocols", ""]
+    for dataset, card in protocols.items():
+        lines.append(f"- {dataset}: {protocol_summary(card)}")
+        lines += [f"  - warning: {warning}" for warning in protocol_warnings(card)]
+    return lines + [""]
 
 
 

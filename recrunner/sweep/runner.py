@@ -21,6 +21,7 @@ from ..config import setting
 from ..datacache import data_key
 from ..errors import ConfigError, RunInterrupted, is_usage_error
 from ..experiment import Experiment, Workspace, prepare
+from ..convergence import UNDER_TRAINED
 from ..record import FILE_NAME, RunRecord, Status
 from ..tensorboard import write_experiment
 from .executors import InProcess, LocalProcesses, RayCluster
@@ -123,6 +124,7 @@ class _Sweep:
         self.by_id = {p.cell_id: p for p in planned if p.cell_id}
         self.summary = SweepSummary(name, self.sweep_dir)
         self.durations: list[float] = []
+        self.warned: set[str] = set()  # protocol warnings already shown: once per sweep, not per cell
         self.total = len(planned)
 
     # ---------------------------------------------------------------- the loop
@@ -278,7 +280,10 @@ class _Sweep:
         if self.durations and remaining:
             parallel = max(1, min(self.options.workers, remaining))
             eta = f", ETA {_clock(sum(self.durations) / len(self.durations) * remaining / parallel)}"
-        return f"[{sum(done.values())}/{self.total}{eta}] " + cell_line(self.by_id[cell_id], result)
+        warnings = result.get("warnings") or []
+        fresh = [w for w in warnings if w.startswith(UNDER_TRAINED) or w not in self.warned]
+        self.warned.update(warnings)
+        return f"[{sum(done.values())}/{self.total}{eta}] " + cell_line(self.by_id[cell_id], {**result, "warnings": fresh})
 
     def _summary_line(self) -> str:
         c = self.summary.counts
@@ -298,7 +303,8 @@ def cell_line(item: PlannedCell, result: dict) -> str:
         return f"FAILED  {what}: {result.get('error')} (log: {run_dir / 'run.log'})"
     test = ", ".join(f"{k}={v:.4f}" for k, v in (result.get("test") or {}).items())
     done = "already finished" if result.get("skipped") else f"best epoch {result.get('best_epoch')}, {result.get('seconds', 0):.0f}s"
-    return f"ok      {what} ({done}): test {test} -> {run_dir}"
+    notes = "".join(f"\n        warning: {warning}" for warning in result.get("warnings") or ())
+    return f"ok      {what} ({done}): test {test} -> {run_dir}" + notes
 
 
 def _clock(seconds: float) -> str:

@@ -37,7 +37,8 @@ def run_task(task: Task) -> dict:
     try:
         result = run_experiment(task.experiment, task.workspace, restart=task.restart, console=task.console)
         outcome = {"status": result.status, "error": result.error, "skipped": result.skipped,
-                   "best_epoch": result.best_epoch, "test": result.test, "run_dir": str(result.run_dir)}
+                   "best_epoch": result.best_epoch, "test": result.test, "run_dir": str(result.run_dir),
+                   "warnings": list(result.warnings)}
     except RunInterrupted as exc:
         outcome = {"status": Status.INTERRUPTED, "error": str(exc)}
     except Exception as exc:  # noqa: BLE001 - a cell's failure must not end the sweep

@@ -1,0 +1,62 @@
+"""`recrunner reproduce RUN_DIR`: the recorded run again, side by side, each difference explained."""
+
+import json
+
+from recrunner.reproduce import explain
+from tests.conftest import TINY_BPR, run_cli
+
+
+def _run(capsys, base_args, dataset):
+    settings = [f"{k}={v}" for k, v in TINY_BPR.items()]
+    code, out, _ = run_cli(capsys, ["--model", "BPR", "--dataset", dataset, *base_args, "--set", *settings, "--quiet"])
+    assert code == 0
+    return out.split("-> ")[-1].split()[0]
+
+
+def test_a_finished_run_reproduces_identically(workspace, mini_dataset, capsys, base_args, tmp_path):
+    base_args[base_args.index("--data-path") + 1] = str(workspace.data_path)
+    run_dir = _run(capsys, base_args, mini_dataset)
+    code, out, err = run_cli(capsys, ["reproduce", run_dir, "--quiet"])
+    assert code == 0, err
+    assert "identical: all 13 values are equal" in out and "DIFFERS" not in out
+    assert "test per user, unrounded" in out and "recorded differences" not in out
+    new_dir = out.splitlines()[1].split()[-1]
+    assert "/reproduce-" in new_dir and json.load(open(f"{new_dir}/metrics.json"))["status"] == "ok"
+
+    # a data file changes: the same command names it
+    inter = workspace.data_path / mini_dataset / f"{mini_dataset}.inter"
+    inter.write_text("".join(inter.read_text().splitlines(keepends=True)[:30001]))
+    code, out, err = run_cli(capsys, ["reproduce", run_dir, "--quiet"])
+    assert code == 1, err
+    assert "DIFFERS" in out and "values differ" in out
+    assert f"data file {mini_dataset}.inter changed: " in out
+
+
+def test_only_a_finished_run_can_be_reproduced(tmp_path, capsys):
+    code, _, err = run_cli(capsys, ["reproduce", str(tmp_path)])
+    assert code == 2 and "holds no run" in err
+    run_dir = tmp_path / "runs" / "s" / "ml-100k" / "BPR" / "x"
+    run_dir.mkdir(parents=True)
+    (run_dir / "metrics.json").write_text(json.dumps({"status": "interrupted", "model": "BPR"}))
+    (run_dir / "config.yaml").write_text("model: BPR\n")
+    code, _, err = run_cli(capsys, ["reproduce", str(run_dir)])
+    assert code == 2 and "is interrupted, not finished" in err
+
+
+def test_each_recorded_difference_is_one_line():
+    then = {"versions": {"torch": "2.13.0", "recbole": "1.2.1"}, "machine": {"cpu": "A", "gpus": [], "cpus": 2},
+            "data": [{"file": "x.inter", "bytes": 10, "sha256": "a" * 64}, {"file": "x.item", "bytes": 5, "sha256": "c" * 64}],
+            "git": {"recrunner": {"commit": "1" * 40, "dirty": False}}}
+    now = {"versions": {"torch": "2.12.0", "recbole": "1.2.1"}, "machine": {"cpu": "A", "gpus": ["NVIDIA H100"], "cpus": 2},
+           "data": [{"file": "x.inter", "bytes": 11, "sha256": "b" * 64}],
+           "git": {"recrunner": {"commit": "2" * 40, "dirty": True}}}
+    lines = explain(then, now, {"epochs": 5, "checkpoint_dir": "/a"}, {"epochs": 6, "checkpoint_dir": "/b"})
+    assert lines == [
+        "torch differs: 2.13.0 then, 2.12.0 now",
+        "data file x.inter changed: 10 bytes (sha256 aaaaaaaaaaaa) then, 11 bytes (sha256 bbbbbbbbbbbb) now",
+        "data file x.item is gone since the original run",
+        "the machine differs: GPUs [] then, ['NVIDIA H100'] now",
+        "recrunner code differs: git 1111111111 then, 2222222222 (uncommitted changes) now",
+        "configuration differs: epochs was 5, is 6 (a layer in the config folder or RecBole's defaults changed)",
+    ]
+    assert explain(then, then, {"epochs": 5}, {"epochs": 5}) == []
