@@ -56,6 +56,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--retries", type=_non_negative, default=0, help="run a failed cell again up to N times (default 0)")
     parser.add_argument("--stale-after", type=float, default=300.0, metavar="SECONDS",
                         help="reclaim a running cell whose sweep process sent no heartbeat for this long (default 300)")
+    parser.add_argument("--search", choices=("random", "tpe"), default=None,
+                        help="search the grid's lists and distributions: --trials per model and dataset (Optuna)")
+    parser.add_argument("--trials", type=_positive, default=None, help="trials per model and dataset (default 20)")
+    parser.add_argument("--prune", choices=("none", "median", "asha", "hyperband"), default=None,
+                        help="stop trials early on their validation scores (default none)")
+    parser.add_argument("--prune-after", type=_positive, default=None, metavar="N",
+                        help="epochs every trial trains before it can be pruned (default 1)")
+    parser.add_argument("--final-seeds", type=_non_negative, default=None, metavar="K",
+                        help="after the search, the best configuration (on validation) with K seeds")
+    parser.add_argument("--storage", default=None, metavar="URL",
+                        help="the search's studies in a database (a cluster); default: runs/<sweep>/search/")
     parser.add_argument("--dry-run", action="store_true", help="print the cells and their run ids; run nothing")
     parser.add_argument("--quiet", action="store_true", help="log to run.log only, not to the console")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -107,6 +118,10 @@ def _report(args) -> int:
     report = build_report(args.sweep_dir, baseline=args.baseline, alpha=args.alpha, interval=args.interval)
     for path in write_report(report, args.out):
         print(path)
+    from .search.budget import budgets, unequal
+
+    for warning in unequal(budgets(report.rows)):
+        print(f"warning: {warning}", file=sys.stderr)
     return 0
 
 
@@ -169,17 +184,18 @@ def main(argv=None) -> int:
 def _main(args) -> int:
     from .sweep.grid import Grid, expand, load_grid
 
-    cells, name = _cells_checked_early(args, Grid, expand, load_grid)
+    cells, name, search = _cells_checked_early(args, Grid, expand, load_grid)
+    if search is not None:
+        from .search.command import run_search
+
+        return run_search(args, cells, name, search, _workspace(args), _raise_interrupt)
     if not args.dry_run and forkserver.serves(args.backend, args.workers, args.gpus) and _may_have_work(args, name, cells):
         forkserver.start()  # it imports torch and RecBole while this process does the same
-    from .experiment import Workspace
     from .sweep import plan
 
     if args.gpus and args.backend == "local":
         _check_gpus(args.gpus)
-    data_path = args.data_path or Path(os.environ.get("RECRUNNER_DATA_PATH", "datasets"))
-    workspace = Workspace(output_dir=args.output.resolve(), data_path=data_path.resolve(),
-                          config_dir=(args.config_dir or default_config_dir()))
+    workspace = _workspace(args)
     planned = plan(cells, workspace, name, command=args.command)
     if args.dry_run:
         print(_dry_run(name, planned, workspace))
@@ -209,10 +225,28 @@ def _cells_checked_early(args, Grid, expand, load_grid):
     models = tuple(canonical_model(m) for m in (args.model or grid.models))
     grid = replace(grid, models=models, datasets=tuple(args.dataset or grid.datasets))
     check_request_early(sources, models, output=args.output, resume_from=args.resume_from)
+    from .search.command import search_options
+
+    search = search_options(args, grid)
+    if search is not None:
+        from .search.driver import example_cells
+        from .sweep.grid import expand_search
+
+        specs = expand_search(replace(grid, final_seeds=search.final_seeds), overrides)
+        check_grid_cells(example_cells(specs), str(args.grid or "--set"), key_lines(args.grid) if args.grid else None)
+        return specs, args.name or grid.name or "default", search
     cells = expand(grid, overrides)
     if args.grid:
         check_grid_cells(cells, str(args.grid), key_lines(args.grid))
-    return cells, args.name or grid.name or "default"
+    return cells, args.name or grid.name or "default", None
+
+
+def _workspace(args):
+    from .experiment import Workspace
+
+    data_path = args.data_path or Path(os.environ.get("RECRUNNER_DATA_PATH", "datasets"))
+    return Workspace(output_dir=args.output.resolve(), data_path=data_path.resolve(),
+                     config_dir=(args.config_dir or default_config_dir()))
 
 
 def _may_have_work(args, name, cells) -> bool:
@@ -225,7 +259,7 @@ def _may_have_work(args, name, cells) -> bool:
     record = Path(args.output) / name / "sweep.jsonl"
     if not record.is_file():
         return True
-    finished = sum(state.state == Status.OK for state in SweepRecord(record).states().values())
+    finished = sum(state.state.finished for state in SweepRecord(record).states().values())
     return finished < len(cells)
 
 
@@ -256,7 +290,7 @@ def _sweep(name, planned, workspace, args) -> int:
 
 def _resume_one(planned, workspace, args) -> int:
     from .experiment import run_experiment
-    from .sweep.runner import cell_line
+    from .sweep.console import cell_line
 
     if len(planned) != 1:
         raise ConfigError("--resume-from continues one run; give one model and one dataset")

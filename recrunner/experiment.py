@@ -71,7 +71,7 @@ def run_experiment(experiment: Experiment, workspace: Workspace, *, restart: boo
                 f"{paths.run_dir} holds a run with other settings (were configs/*.yaml edited?); "
                 "pass --restart to train it again, or --name for a new sweep"
             )
-        if previous.status is Status.OK and resume_from is None:
+        if previous.status.finished and resume_from is None:
             return _result_from_record(paths.run_dir, previous, skipped=True)
     with StartOver(paths, workspace.set_aside(paths.run_dir), enabled=restart) as start_over:
         paths.create()
@@ -117,12 +117,16 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
         started = time.perf_counter()
         trainer.fit(train_data, valid_data, saved=True, show_progress=show_progress)
         record.train_seconds = round(time.perf_counter() - started, 3)
-        started = time.perf_counter()
-        test_result = trainer.test(test_data, show_progress=show_progress)
-        record.test_seconds = round(time.perf_counter() - started, 3)
-        per_user.save(paths.run_dir / "test_per_user.npz", trainer.test_per_user)
-        record.test = {k: float(v) for k, v in test_result.items()}
-        status = Status.OK
+        if trainer.control.pruned:  # a search trial its pruner stopped: no test, selection is on validation
+            status, error = Status.PRUNED, trainer.control.pruned
+            logger.info(f"pruned: {error}")
+        else:
+            started = time.perf_counter()
+            test_result = trainer.test(test_data, show_progress=show_progress)
+            record.test_seconds = round(time.perf_counter() - started, 3)
+            per_user.save(paths.run_dir / "test_per_user.npz", trainer.test_per_user)
+            record.test = {k: float(v) for k, v in test_result.items()}
+            status = Status.OK
     except (KeyboardInterrupt, RunInterrupted):
         status, error = Status.INTERRUPTED, "interrupted; run the same command again to resume from last.pth"
         logger.warning(error)
@@ -206,6 +210,7 @@ def _initial_record(prepared: PreparedRun, workspace: Workspace) -> RunRecord:
         run_id=prepared.run_id, params=to_plain(dict(prepared.experiment.params)), seed=config["seed"],
         valid_metric=str(config["valid_metric"]).lower(), fingerprint=prepared.fingerprint, started=_now(),
         versions={k: origin["versions"][k] for k in ("recrunner", "recbole", "torch")}, provenance=origin,
+        search=dict(prepared.experiment.search),
     )
 
 

@@ -37,6 +37,7 @@ class Experiment:
     runtime: Mapping[str, Any] = field(default_factory=dict)  # where it runs (gpu_id, ...): not part of its identity
     id_keys: tuple[str, ...] | None = None  # parameters its run id shows (a sweep's swept ones); None: all
     command: str | None = None  # the command line that asked for it (provenance); not part of its identity
+    search: Mapping[str, Any] = field(default_factory=dict)  # {"role": "trial" | "final", "trial": n}: a search's run
 
 
 @dataclass(frozen=True)

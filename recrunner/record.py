@@ -26,15 +26,21 @@ class Status(str, enum.Enum):
     OK = "ok"                    # trained and tested
     FAILED = "failed"            # ended with an error (the record says which)
     INTERRUPTED = "interrupted"  # SIGTERM / Ctrl-C: the same command resumes it
+    PRUNED = "pruned"            # a search trial its pruner stopped (the record says at which epoch and why)
 
     def __str__(self) -> str:
         return self.value
+
+    @property
+    def finished(self) -> bool:
+        """Nothing left to run: trained and tested, or pruned."""
+        return self in (Status.OK, Status.PRUNED)
 
 
 @dataclass
 class RunRecord:
     status: Status = Status.RUNNING
-    error: str | None = None
+    error: str | None = None                         # why it failed, or why it was pruned
     model: str | None = None
     dataset: str | None = None
     sweep: str | None = None
@@ -59,6 +65,7 @@ class RunRecord:
     seconds_to_best: float | None = None             # training and validation time until the best epoch ended
     under_trained: str | None = None                 # "may be under-trained: ..." (convergence.py), else None
     protocol: dict = field(default_factory=dict)     # split, order, ranking, filters, counts, leakage (protocol.py)
+    search: dict = field(default_factory=dict)       # a search's run: {"role": "trial" | "final", "trial": number}
     pretrain_seconds: float | None = None            # S3Rec, RaCT: their pre-training stages
     data_seconds: float | None = None
     train_seconds: float | None = None

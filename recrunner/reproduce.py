@@ -51,8 +51,8 @@ def plan(run_dir: Path, output: Path | None = None, data_path: Path | None = Non
         raise ConfigError(f"{run_dir} holds no run (no readable metrics.json and config.yaml); give a run folder "
                           "like runs/<sweep>/<dataset>/<model>/<run id>")
     if record.status is not Status.OK:
-        raise ConfigError(f"{run_dir} is {record.status.value}, not finished: only a finished run has numbers to "
-                          "reproduce (run its command again to finish it)")
+        raise ConfigError(f"{run_dir} is {record.status.value}: only a run that finished and was tested (ok) has "
+                          "numbers to reproduce" + ("" if record.status.finished else "; run its command again to finish it"))
     config = _config(run_dir)
     recorded_dir = (record.provenance or {}).get("config_dir")
     workspace = Workspace(

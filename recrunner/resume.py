@@ -17,7 +17,6 @@ from pathlib import Path
 from .checkpoint import load as load_checkpoint
 from .checkpoint import load_training_state
 from .errors import CheckpointError, ConfigError
-from .record import Status
 from .rundir import RunPaths
 
 logger = logging.getLogger("recrunner")
@@ -33,7 +32,7 @@ def check_request(paths: RunPaths, previous_status, model: str, dataset: str, *,
     if restart and resume_from.resolve().is_relative_to(paths.run_dir.resolve()):
         raise ConfigError(f"--resume-from {resume_from} lies inside the run --restart replaces; copy it "
                           "elsewhere first, or drop --restart to continue that run")
-    if previous_status is Status.OK and not restart:
+    if previous_status is not None and previous_status.finished and not restart:
         raise ConfigError(f"{paths.run_dir} is finished (ok); --resume-from would replace it: add --restart "
                           "to replace it, or give other settings or --name for a new run")
     try:

@@ -21,9 +21,15 @@ from .callbacks import metric_bigger
 
 
 def best_configurations(rows: list[dict], swept: list[str]) -> dict:
-    """{(model, dataset): [rows of the configuration with the best mean validation score]} (pure)."""
+    """{(model, dataset): [rows of the configuration with the best mean validation score]} (pure).
+
+    Where a search ran final seeds (rows with role "final"), only those rows count.
+    """
     groups = defaultdict(list)
+    finals = {(r["model"], r["dataset"]) for r in rows if r.get("role") == "final" and r["status"] == "ok"}
     for row in rows:
+        if (row["model"], row["dataset"]) in finals and row.get("role") != "final":
+            continue  # a search with final seeds: its tables are the final runs, never the trials
         if row["status"] == "ok" and row.get("best_valid_score") is not None:
             config = tuple((name, json.dumps(row.get(name))) for name in swept if name != "seed")
             groups[(row["model"], row["dataset"], config)].append(row)

@@ -18,7 +18,7 @@ from .rundir import atomic_file, file_lock, fingerprint
 
 # an interrupted run is not finished (the same command resumes it): TensorBoard's "unknown", not a failure
 STATUS = {Status.OK: "STATUS_SUCCESS", Status.FAILED: "STATUS_FAILURE", Status.INTERRUPTED: "STATUS_UNKNOWN",
-          Status.RUNNING: "STATUS_RUNNING"}
+          Status.RUNNING: "STATUS_RUNNING", Status.PRUNED: "STATUS_SUCCESS"}  # pruned: ended as designed
 
 
 def hparam_value(value):

@@ -63,6 +63,9 @@ class CustomTrainer(Checkpointing, TrainerOutput, Trainer):
     initial_valid_result = state_attribute("initial_valid_result")
     cur_step = state_attribute("cur_step")
     train_loss_dict = state_attribute("train_loss_dict")
+    stopped_early = state_attribute("stopped_early")
+    train_seconds = state_attribute("train_seconds")
+    seconds_to_best = state_attribute("seconds_to_best")
 
     def __init__(self, config, model, *, writer=None, callbacks=(), hparams=None, run_dir=None):
         self.state = TrainingState()  # first: RecBole's __init__ assigns some of its fields
@@ -141,10 +144,10 @@ class CustomTrainer(Checkpointing, TrainerOutput, Trainer):
         self._call("on_epoch_end")
         stop = self.control.should_stop
         self.finished = stop or epoch_idx + 1 >= self.epochs
-        self.state.stopped_early = stop
-        self.state.train_seconds += time() - started
+        self.stopped_early = stop
+        self.train_seconds += time() - started
         if self.best_epoch == epoch_idx:
-            self.state.seconds_to_best = self.state.train_seconds
+            self.seconds_to_best = self.train_seconds
         if saved and (self.finished or self.control.should_save or (epoch_idx + 1) % self.checkpoint_every == 0):
             self.save_training_state(epoch_idx)
         self.control.should_save = False

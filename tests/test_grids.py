@@ -10,7 +10,7 @@ overnight sweep.
 import pytest
 
 from recrunner import Experiment, Workspace, run_experiment
-from recrunner.sweep.grid import expand, load_grid
+from recrunner.sweep.grid import expand, expand_search, load_grid
 
 from .conftest import REPO, SHARED_DATASETS
 from .tiny_models import model_keys, tiny_params
@@ -20,7 +20,7 @@ GRIDS = sorted((REPO / "configs" / "grids").glob("*.yaml"))
 
 
 def test_there_are_grids_to_check():
-    assert {path.stem for path in GRIDS} >= {"smoke", "general-classic", "sequential-classic"}
+    assert {path.stem for path in GRIDS} >= {"smoke", "general-classic", "sequential-classic", "search-sequential"}
 
 
 @pytest.mark.parametrize("grid_file", GRIDS, ids=[path.stem for path in GRIDS])
@@ -31,7 +31,12 @@ def test_every_cell_of_a_shipped_grid_runs(grid_file, tmp_path):
         pytest.skip(f"{grid_file.name} needs {', '.join(needs_shared)} from {SHARED_DATASETS}")
     workspace = Workspace(output_dir=tmp_path / "runs", data_path=SHARED_DATASETS if needs_shared else tmp_path,
                           config_dir=REPO / "configs")
-    cells = expand(grid)
+    if grid.search:  # a search grid: one example configuration per (model, dataset) from its space
+        from recrunner.search.driver import example_cells
+
+        cells = example_cells(expand_search(grid))
+    else:
+        cells = expand(grid)
     assert cells
     failed = []
     for cell in cells:

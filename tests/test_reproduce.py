@@ -40,7 +40,7 @@ def test_only_a_finished_run_can_be_reproduced(tmp_path, capsys):
     (run_dir / "metrics.json").write_text(json.dumps({"status": "interrupted", "model": "BPR"}))
     (run_dir / "config.yaml").write_text("model: BPR\n")
     code, _, err = run_cli(capsys, ["reproduce", str(run_dir)])
-    assert code == 2 and "is interrupted, not finished" in err
+    assert code == 2 and "is interrupted: only a run that finished and was tested (ok)" in err
 
 
 def test_each_recorded_difference_is_one_line():

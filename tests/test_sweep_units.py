@@ -11,7 +11,7 @@ from recrunner.sweep.executors import died
 from recrunner.sweep.record import CellState, SweepRecord, decide, fold
 from recrunner.sweep.results import cell_row, results_csv, results_markdown
 from recrunner.tables import best_configurations
-from recrunner.sweep.runner import dispatch_order
+from recrunner.sweep.planning import dispatch_order
 
 from .conftest import REPO
 
@@ -51,8 +51,11 @@ def test_malformed_grids_are_one_clear_error(raw, message):
 
 
 def test_grid_files_shipped_in_configs_load(tmp_path):
+    from recrunner.sweep.grid import expand_search
+
     for path in sorted((REPO / "configs" / "grids").glob("*.yaml")):
-        assert expand(load_grid(path)), path
+        grid = load_grid(path)
+        assert (expand_search(grid) if grid.search else expand(grid)), path
     bad = tmp_path / "bad.yaml"
     bad.write_text("models: [BPR]\ndatasets: [ml-100k]\nparam: {learning_rate: [1, 2]}\n")
     with pytest.raises(ConfigError, match="unknown grid key"):

@@ -46,6 +46,7 @@ class TrainerControl:
     should_stop: bool = False
     should_save: bool = False
     failure: str | None = None
+    pruned: str | None = None  # a search pruner's reason: the run stops, untested, as `pruned`
 
 
 class Callback:

@@ -54,7 +54,8 @@ def discover(sweep_dir: Path) -> list[dict]:
                "params": {k: v for k, v in record.params.items() if k != "seed"},
                "protocol": record.protocol, "under_trained": record.under_trained,
                "epochs_trained": record.epochs_trained, "epochs_to_best": record.epochs_to_best,
-               "seconds_to_best": record.seconds_to_best, "seconds": record.seconds}
+               "seconds_to_best": record.seconds_to_best, "seconds": record.seconds,
+               "role": (record.search or {}).get("role"), "max_epochs": record.max_epochs}
         row.update({f"test/{k}": v for k, v in record.test.items()})
         rows.append(row)
     return rows
@@ -78,7 +79,7 @@ def build_report(sweep_dir: Path, baseline: str | None = None, alpha: float = 0.
         raise ConfigError(f"baseline {baseline!r} is not in this sweep; models: {', '.join(models)}")
     metrics = list(dict.fromkeys(k[5:] for r in rows for k in r if k.startswith("test/")))
     report = Report(sweep_dir, baseline, metrics, models, datasets, best_configurations(rows, swept),
-                    protocols=protocols, interval=interval, alpha=alpha)
+                    protocols=protocols, interval=interval, alpha=alpha, rows=rows)
     report.counts = {s: sum(r["status"] == s for r in rows) for s in sorted({r["status"] for r in rows})}
     report.flags = [flag for row in rows for flag in _flags(row)]
     report.significance = _significance(report)

@@ -27,6 +27,7 @@ class Report:
     protocols: dict = field(default_factory=dict)      # dataset (label) -> its protocol card (recrunner.protocol)
     interval: str = "std"                              # tables show mean ± std, or ± 95% CI over seeds ("ci")
     alpha: float = 0.05
+    rows: list = field(default_factory=list)           # every run, as discover() found it (budgets)
 
     @property
     def table(self) -> ResultTable:

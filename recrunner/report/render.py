@@ -14,6 +14,7 @@ from ..protocol import card_lines
 from ..protocol import summary as protocol_summary
 from ..protocol import warnings as protocol_warnings
 from ..rundir import write_text_atomic
+from ..search.budget import budget_lines, budgets
 from .model import Report, cell_spread, cell_stats, under_trained
 
 
@@ -56,7 +57,8 @@ def markdown(report: Report) -> str:
                              + (f" {UNDER_TRAINED_MARK}" if under_trained(report, model, dataset) else ""))
             lines.append(f"| {model} | " + " | ".join(cells) + " |")
         lines.append("")
-    lines += _protocols(report) + _significance_table(report) + _budget(report)
+    lines += _protocols(report) + budget_lines(budgets(report.rows), report.chosen)
+    lines += _significance_table(report) + _budget(report)
     lines += ["## flagged runs", ""]
     lines += [f"- `{row['run_dir'].relative_to(report.sweep_dir)}`: {reason}" for row, reason in report.flags] or ["none"]
     return "\n".join(lines) + "\n"

@@ -10,7 +10,8 @@ from ..lazy import exports
 _PUBLIC = {
     "Cell": "grid", "Grid": "grid", "expand": "grid", "grid_from_mapping": "grid", "load_grid": "grid",
     "swept_parameters": "grid",
-    "PlannedCell": "runner", "SweepOptions": "runner", "SweepSummary": "runner", "plan": "runner", "run_sweep": "runner",
+    "PlannedCell": "planning", "plan": "planning", "SweepOptions": "runner", "SweepSummary": "runner",
+    "run_sweep": "runner",
 }
 __all__ = sorted(_PUBLIC)
 

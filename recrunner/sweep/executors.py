@@ -27,7 +27,7 @@ class InProcess:
         self._done: list = []
 
     def free_slots(self) -> int:
-        return 1
+        return 0 if self._done else 1  # a finished cell is handed over (wait) before the next starts
 
     def submit(self, key, task: Task) -> None:
         self._done.append((key, run_task(replace(task, console=self.console))))

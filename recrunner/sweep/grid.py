@@ -28,8 +28,12 @@ from typing import Any, Mapping
 from ..config import load_yaml
 from ..errors import ConfigError
 from ..rundir import make_run_id
+from ..search.space import SearchSpec, is_distribution, split
 
-GRID_KEYS = ("name", "models", "datasets", "params", "model_params", "dataset_params", "seeds", "repeats", "fixed")
+GRID_KEYS = ("name", "models", "datasets", "params", "model_params", "dataset_params", "seeds", "repeats", "fixed",
+             "search", "trials", "prune", "final_seeds", "prune_after")
+SEARCH_METHODS = ("random", "tpe")
+PRUNERS = ("none", "median", "asha", "hyperband")
 DEFAULT_SEED = 2020
 
 
@@ -43,6 +47,11 @@ class Grid:
     seeds: tuple[int, ...] | None = None
     fixed: Mapping[str, Any] = field(default_factory=dict)
     name: str | None = None
+    search: str | None = None         # random | tpe: N trials per (model, dataset) instead of the product
+    trials: int | None = None
+    prune: str | None = None          # none | median | asha | hyperband
+    final_seeds: int | None = None    # then the best trial's configuration with K seeds
+    prune_after: int | None = None    # epochs every trial trains before it can be pruned
 
 
 @dataclass(frozen=True)
@@ -91,9 +100,26 @@ def grid_from_mapping(raw: Mapping, source: str = "grid") -> Grid:
         if empty:
             raise ConfigError(f"{source}: {where}.{empty[0]} is an empty list, so the grid has no cell; "
                               "give at least one value")
+    search = {key: raw.get(key) for key in ("search", "trials", "prune", "final_seeds", "prune_after")}
+    check_search_settings(**search, source=source)
     return Grid(models=names("models"), datasets=names("datasets"), params=mapping("params"),
                 model_params=blocks["model_params"], dataset_params=blocks["dataset_params"],
-                seeds=_seeds(raw, source), fixed=mapping("fixed"), name=raw.get("name"))
+                seeds=_seeds(raw, source), fixed=mapping("fixed"), name=raw.get("name"), **search)
+
+
+def check_search_settings(search=None, trials=None, prune=None, final_seeds=None, prune_after=None,
+                          source: str = "grid") -> None:
+    """The search's settings, from a grid file or the command line; ConfigError when impossible."""
+    if search is not None and search not in SEARCH_METHODS:
+        raise ConfigError(f"{source}: search {search!r}: use one of {', '.join(SEARCH_METHODS)}")
+    if prune is not None and prune not in PRUNERS:
+        raise ConfigError(f"{source}: prune {prune!r}: use one of {', '.join(PRUNERS)}")
+    for key, value, least in (("trials", trials, 1), ("final_seeds", final_seeds, 0), ("prune_after", prune_after, 1)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < least):
+            raise ConfigError(f"{source}: {key} must be a whole number >= {least}, got {value!r}")
+    if search is None and (trials or (prune not in (None, "none")) or final_seeds or prune_after):
+        raise ConfigError(f"{source}: trials, prune, prune_after and final_seeds belong to a search; add search: "
+                          "tpe (or --search tpe)")
 
 
 def _seeds(raw: Mapping, source: str) -> tuple[int, ...] | None:
@@ -122,6 +148,10 @@ def expand(grid: Grid, overrides: Mapping[str, Any] | None = None) -> list[Cell]
     cells, seen = [], set()
     for model, dataset in itertools.product(grid.models, grid.datasets):
         layers = {**grid.params, **grid.dataset_params.get(dataset, {}), **grid.model_params.get(model, {})}
+        for name, value in layers.items():
+            if is_distribution(value) and name not in overrides:
+                raise ConfigError(f"{name}: a distribution ({value}) is searched, not swept: add --search tpe "
+                                  "(or random) and --trials N, or give a list of values")
         swept_keys = [k for k, v in layers.items() if isinstance(v, list) and k not in overrides]
         for values in itertools.product(*(layers[k] for k in swept_keys)):
             params = {**{k: v for k, v in layers.items() if k not in swept_keys}, **dict(zip(swept_keys, values)),
@@ -134,6 +164,29 @@ def expand(grid: Grid, overrides: Mapping[str, Any] | None = None) -> list[Cell]
                     seen.add(cell.key)
                     cells.append(cell)
     return cells
+
+
+def expand_search(grid: Grid, overrides: Mapping[str, Any] | None = None) -> list[SearchSpec]:
+    """One search per (model, dataset): its fixed parameters and its space (lists and
+    distributions); `overrides` (--config-file, --set) fix a parameter (pure)."""
+    if not grid.models or not grid.datasets:
+        raise ConfigError("a search needs at least one model and one dataset")
+    overrides = dict(overrides or {})
+    specs = []
+    for model, dataset in itertools.product(grid.models, grid.datasets):
+        layers = {**grid.params, **grid.dataset_params.get(dataset, {}), **grid.model_params.get(model, {})}
+        fixed, space = split({k: v for k, v in layers.items() if k not in overrides}, source=f"{model} on {dataset}")
+        fixed.update({**grid.fixed, **overrides})
+        space = {k: v for k, v in space.items() if k not in grid.fixed}
+        if not space:
+            raise ConfigError(f"the search of {model} on {dataset} has nothing to search: give a list or a "
+                              "distribution ({loguniform: [1e-4, 1e-2]}, ...) in params or model_params")
+        first = fixed.pop("seed", DEFAULT_SEED)
+        seeds = grid.seeds or (first,)
+        wanted = grid.final_seeds or 0
+        seeds = seeds if len(seeds) >= wanted else tuple(seeds) + tuple(range(seeds[-1] + 1, seeds[-1] + 1 + wanted - len(seeds)))
+        specs.append(SearchSpec(model, dataset, fixed, space, tuple(seeds)))
+    return specs
 
 
 def swept_parameters(cells) -> list[str]:

@@ -21,6 +21,7 @@ from ..protocol import separate
 from ..protocol import summary as protocol_summary
 from ..protocol import warnings as protocol_warnings
 from ..record import RunRecord, Status
+from ..search.budget import budget_lines, budgets
 from ..rundir import write_text_atomic
 from ..tables import ResultTable, best_configurations
 
@@ -39,10 +40,11 @@ def cell_row(cell_id: str, model: str, dataset: str, params: dict, swept, run_di
     row["seed"] = seed
     row["status"] = (record.status if record else Status.FAILED if error else Status.PENDING).value
     row["error"] = (record.error if record else None) or error
-    for key in ("best_epoch", "epochs_trained", "epochs_to_best", "seconds_to_best", "under_trained", "data_seconds",
+    for key in ("max_epochs", "best_epoch", "epochs_trained", "epochs_to_best", "seconds_to_best", "under_trained", "data_seconds",
                 "train_seconds", "test_seconds", "valid_metric", "protocol"):
         row[key] = getattr(record, key) if record else None
     row["seconds"] = record.seconds if record else None
+    row["role"] = (record.search or {}).get("role") if record else None  # a search's trial or final seed
     row["best_valid_score"] = record.best_valid_score if record else None
     row.update({f"valid/{k}": v for k, v in (record.best_valid if record else {}).items()})
     row.update({f"test/{k}": v for k, v in (record.test if record else {}).items()})
@@ -95,7 +97,8 @@ def results_markdown(rows: list[dict], swept: list[str], title: str) -> str:
                      for dataset in datasets]
             lines.append(f"| {model} | " + " | ".join(cells) + " |")
         lines.append("")
-    lines += _protocols(protocols) + _chosen_table(chosen, swept) + _failures(rows)
+    lines += _protocols(protocols) + budget_lines(budgets(rows), chosen) + _chosen_table(chosen, swept)
+    lines += _failures(rows)
     return "\n".join(lines) + "\n"
 
 

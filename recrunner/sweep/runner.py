@@ -10,22 +10,22 @@ reclaims cells whose worker died. results.csv and results.md are rewritten after
 
 from __future__ import annotations
 
-import itertools
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from .. import forkserver
-from ..config import setting
-from ..datacache import data_key
-from ..errors import ConfigError, RunInterrupted, is_usage_error
-from ..experiment import Experiment, Workspace, prepare
 from ..convergence import UNDER_TRAINED
+from ..errors import RunInterrupted, is_usage_error
+from ..experiment import Workspace
 from ..record import FILE_NAME, RunRecord, Status
+from ..search.budget import budgets, unequal
 from ..tensorboard import write_experiment
+from .console import clock, cell_line
 from .executors import InProcess, LocalProcesses, RayCluster
-from .grid import Cell, swept_parameters
+from .grid import swept_parameters
+from .planning import PlannedCell, dispatch_order
 from .record import SweepRecord
 from .results import cell_row, write_results
 from .worker import Task, default_threads
@@ -47,16 +47,6 @@ class SweepOptions:
 
 
 @dataclass
-class PlannedCell:
-    cell: Cell
-    experiment: Experiment
-    cell_id: str | None = None        # <dataset>/<model>/<run_id>, once prepare accepted it
-    run_dir: Path | None = None
-    error: str | None = None          # why prepare refused it
-    data_key: str | None = None       # its entry in the data cache (cells sharing one share data)
-
-
-@dataclass
 class SweepSummary:
     name: str
     sweep_dir: Path
@@ -75,49 +65,16 @@ class SweepSummary:
         return 2 if self.usage_failures == self.counts["failed"] else 1  # only bad input: a usage error
 
 
-def plan(cells: list[Cell], workspace: Workspace, sweep: str, command: str | None = None) -> list[PlannedCell]:
-    """Prepare every cell (no file is written); raise the first error if no cell is valid.
-    `command`: the command line, recorded in each run's provenance."""
-    planned = []
-    id_keys = tuple(swept_parameters(cells)) if any(cell.swept for cell in cells) else None
-    for cell in cells:
-        experiment = Experiment(cell.model, cell.dataset, dict(cell.params), sweep=sweep, id_keys=id_keys,
-                                command=command)
-        item = PlannedCell(cell, experiment)
-        try:
-            prepared = prepare(experiment, workspace)
-            item.cell_id = f"{cell.dataset}/{prepared.paths.run_dir.parent.name}/{prepared.run_id}"
-            item.run_dir = prepared.paths.run_dir
-            item.data_key = data_key(prepared.config) if setting(prepared.config, "data_cache") else item.cell_id
-        except ConfigError as exc:
-            if len(cells) == 1:
-                raise
-            item.error = f"{type(exc).__name__}: {exc}"
-        planned.append(item)
-    if planned and all(item.error for item in planned):
-        raise ConfigError(f"no cell of the sweep is valid; the first: {planned[0].error}")
-    return planned
-
-
-def dispatch_order(cells: list[tuple[str, str]]) -> list[str]:
-    """(cell id, data key) pairs -> cell ids, round-robin over the data keys, each key's cells in
-    their order: with a cold cache, parallel workers then build different datasets at once
-    instead of waiting on one build (pure)."""
-    groups: dict[str, list[str]] = {}
-    for cell_id, key in cells:
-        groups.setdefault(key, []).append(cell_id)
-    rounds = itertools.zip_longest(*groups.values())
-    return [cell_id for cells_of_round in rounds for cell_id in cells_of_round if cell_id is not None]
-
-
 def run_sweep(name: str, planned: list[PlannedCell], workspace: Workspace, options: SweepOptions,
-              out: Callable[[str], None] = print) -> SweepSummary:
-    return _Sweep(name, planned, workspace, options, out).run()
+              out: Callable[[str], None] = print, search=None) -> SweepSummary:
+    """Run the planned cells; with `search` (recrunner.search.Search), also the trials it asks for."""
+    return _Sweep(name, planned, workspace, options, out, search).run()
 
 
 class _Sweep:
-    def __init__(self, name, planned, workspace, options, out):
+    def __init__(self, name, planned, workspace, options, out, search=None):
         self.name, self.planned, self.workspace, self.options, self.out = name, planned, workspace, options, out
+        self.search = search
         self.sweep_dir = workspace.output_dir / name
         self.record = SweepRecord(self.sweep_dir / "sweep.jsonl")
         self.swept = swept_parameters(p.cell for p in planned)
@@ -125,29 +82,44 @@ class _Sweep:
         self.summary = SweepSummary(name, self.sweep_dir)
         self.durations: list[float] = []
         self.warned: set[str] = set()  # protocol warnings already shown: once per sweep, not per cell
+        self.tuning_warnings: list[str] = []  # models compared with less tuning (search.budget)
         self.total = len(planned)
 
     # ---------------------------------------------------------------- the loop
     def run(self) -> SweepSummary:
         started = self.options.started or time.perf_counter()
+        if self.search is not None:
+            self._add(self.search.open())  # trials a killed command left running
+            self.total = len(self.planned) + self.search.budget_left()
         self._register_cells()
         queue = self._cells_to_run()
         self._write_tables()
-        if queue:  # nothing to run starts no worker server and no Ray
+        if queue or (self.search is not None and not self.search.exhausted()):  # nothing to run: no worker server
             self._run_queue(queue)
         self.summary.seconds = time.perf_counter() - started
         self.out(self._summary_line())
+        for warning in self.tuning_warnings:
+            self.out(f"warning: {warning}")
         return self.summary
 
     def _run_queue(self, queue):
         executor = self._executor()
         last_beat = time.monotonic()
         try:
-            while queue or executor.running():
-                while queue and executor.free_slots() > 0 and not self.summary.interrupted:
+            while queue or executor.running() or self._search_has_more():
+                dispatched = 0
+                while executor.free_slots() > 0 and not self.summary.interrupted:
+                    if not queue:
+                        queue += self._ask(executor.free_slots())
+                    if not queue:
+                        break
                     self._dispatch(queue.pop(0), executor)
-                for cell_id, result in executor.wait(timeout=min(5.0, self.options.heartbeat_every)):
+                    dispatched += 1
+                finished = executor.wait(timeout=min(5.0, self.options.heartbeat_every))
+                for cell_id, result in finished:
                     self._finish(cell_id, result, queue)
+                if not (dispatched or finished or queue or executor.running()):
+                    break  # the search has nothing to give and nothing runs here (trials owned elsewhere)
                 if time.monotonic() - last_beat >= self.options.heartbeat_every:
                     self._heartbeat(executor.running())
                     last_beat = time.monotonic()
@@ -180,7 +152,7 @@ class _Sweep:
                 self.out(cell_line(item, {"status": Status.FAILED, "error": item.error}).split(" (log:")[0])
                 continue
             previous = None if self.options.restart else RunRecord.read(item.run_dir)
-            if previous is not None and previous.status is Status.OK:
+            if previous is not None and previous.status.finished:
                 self._count("skipped")
                 continue
             queue.append((item.cell_id, item.data_key))
@@ -203,7 +175,7 @@ class _Sweep:
             self.out(f"reclaim {cell_id}: its worker is gone; resuming from its last.pth")
         item = self.by_id[cell_id]
         executor.submit(cell_id, Task(cell=cell_id, experiment=item.experiment, workspace=self.workspace,
-                                      threads=self._threads(), restart=self.options.restart))
+                                      threads=self._threads(), restart=self.options.restart, trial=item.trial))
 
     def _finish(self, cell_id, result, queue):
         status = Status(result["status"])
@@ -217,6 +189,8 @@ class _Sweep:
             self.out(f"retry   {cell_id} after: {result.get('error')} (failure {failures} of {self.options.retries + 1} allowed)")
             queue.append(cell_id)
             return
+        if self.search is not None:
+            self.search.tell(cell_id, {**result, "run_dir": result.get("run_dir") or self.by_id[cell_id].run_dir})
         if status is Status.FAILED:
             self._count_failure(result.get("error"))
         else:
@@ -225,6 +199,38 @@ class _Sweep:
             self.durations.append(result.get("seconds") or 0.0)
         self._write_tables()
         self.out(self._progress_line(cell_id, result))
+
+    def _search_has_more(self) -> bool:
+        return self.search is not None and not self.summary.interrupted and not self.search.exhausted()
+
+    def _ask(self, wanted: int) -> list[str]:
+        """New cells from the search (trials, then final seeds), registered and ready to dispatch."""
+        if self.search is None or self.summary.interrupted:
+            return []
+        items = self.search.more(wanted)
+        self._add(items)
+        ready = []
+        for item in items:
+            if item.error:  # the search has told its study
+                self._count_failure(item.error)
+                self.out(cell_line(item, {"status": Status.FAILED, "error": item.error}).split(" (log:")[0])
+            elif (RunRecord.read(item.run_dir) or RunRecord(status=Status.PENDING)).status.finished:
+                self._count("skipped")
+                self.search.tell(item.cell_id, {"status": RunRecord.read(item.run_dir).status,
+                                                "run_dir": item.run_dir})
+            else:
+                self.record.append(item.cell_id, Status.PENDING)
+                ready.append(item.cell_id)
+        return ready
+
+    def _add(self, items) -> None:
+        for item in items:
+            if item.cell_id in self.by_id:
+                continue
+            self.planned.append(item)
+            if item.cell_id:
+                self.by_id[item.cell_id] = item
+        self.swept = swept_parameters(p.cell for p in self.planned)
 
     def _heartbeat(self, running):
         for cell_id in running:
@@ -259,6 +265,7 @@ class _Sweep:
                          dict(p.cell.params), self.swept, p.run_dir, error=p.error) for p in self.planned]
         rows += self._earlier_rows()
         _, self.summary.results_md = write_results(self.sweep_dir, rows, self.swept, title=f"Sweep {self.name}")
+        self.tuning_warnings = unequal(budgets(rows))
         write_experiment(self.workspace.output_dir)
 
     def _earlier_rows(self) -> list[dict]:
@@ -279,7 +286,7 @@ class _Sweep:
         eta = ""
         if self.durations and remaining:
             parallel = max(1, min(self.options.workers, remaining))
-            eta = f", ETA {_clock(sum(self.durations) / len(self.durations) * remaining / parallel)}"
+            eta = f", ETA {clock(sum(self.durations) / len(self.durations) * remaining / parallel)}"
         warnings = result.get("warnings") or []
         fresh = [w for w in warnings if w.startswith(UNDER_TRAINED) or w not in self.warned]
         self.warned.update(warnings)
@@ -289,26 +296,6 @@ class _Sweep:
         c = self.summary.counts
         state = "interrupted; the same command resumes it" if self.summary.interrupted else "done"
         busy = f", {c['busy']} running elsewhere" if c.get("busy") else ""
-        return (f"sweep {self.name} {state}: {c.get('ok', 0)} ok, {c.get('failed', 0)} failed, "
-                f"{c.get('skipped', 0)} skipped{busy} in {_clock(self.summary.seconds)}; results: {self.summary.results_md}")
-
-
-def cell_line(item: PlannedCell, result: dict) -> str:
-    """One line per finished cell: what, how it ended, and where to look (pure)."""
-    cell = item.cell
-    swept = ",".join(f"{name}={cell.params.get(name)}" for name in cell.swept)
-    what = f"{cell.model} on {cell.dataset}" + (f" ({swept})" if swept else "")
-    run_dir = Path(result.get("run_dir") or item.run_dir or ".")
-    if result["status"] != Status.OK:
-        return f"FAILED  {what}: {result.get('error')} (log: {run_dir / 'run.log'})"
-    test = ", ".join(f"{k}={v:.4f}" for k, v in (result.get("test") or {}).items())
-    done = "already finished" if result.get("skipped") else f"best epoch {result.get('best_epoch')}, {result.get('seconds', 0):.0f}s"
-    notes = "".join(f"\n        warning: {warning}" for warning in result.get("warnings") or ())
-    return f"ok      {what} ({done}): test {test} -> {run_dir}" + notes
-
-
-def _clock(seconds: float) -> str:
-    minutes, secs = divmod(int(round(seconds)), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
-
+        pruned = f"{c['pruned']} pruned, " if c.get("pruned") else ""
+        return (f"sweep {self.name} {state}: {c.get('ok', 0)} ok, {pruned}{c.get('failed', 0)} failed, "
+                f"{c.get('skipped', 0)} skipped{busy} in {clock(self.summary.seconds)}; results: {self.summary.results_md}")

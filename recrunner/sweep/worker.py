@@ -11,6 +11,7 @@ import os
 import signal
 import time
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ..errors import RunInterrupted, one_line
 from ..record import Status
@@ -25,6 +26,7 @@ class Task:
     threads: int | None = None
     restart: bool = False
     console: bool = False
+    trial: Any = None         # a search trial (search.pruning.TrialRef): its validations go to the study
 
 
 def run_task(task: Task) -> dict:
@@ -35,7 +37,13 @@ def run_task(task: Task) -> dict:
 
         torch.set_num_threads(task.threads)
     try:
-        result = run_experiment(task.experiment, task.workspace, restart=task.restart, console=task.console)
+        callbacks = ()
+        if task.trial is not None:
+            from ..search.pruning import OptunaPruning
+
+            callbacks = (OptunaPruning(task.trial),)
+        result = run_experiment(task.experiment, task.workspace, restart=task.restart, console=task.console,
+                                callbacks=callbacks)
         outcome = {"status": result.status, "error": result.error, "skipped": result.skipped,
                    "best_epoch": result.best_epoch, "test": result.test, "run_dir": str(result.run_dir),
                    "warnings": list(result.warnings)}

@@ -1,0 +1,68 @@
+"""Equal budgets: what each model's tuning cost, and a warning where the comparison is unfair (pure).
+
+New models "win" against baselines nobody tuned (Dacrema et al. 2019; Rendle et al. 2019). For
+each (model, dataset) of a sweep folder: the trials it got (0 for runs outside a search: its
+defaults or a hand-made grid), pruned trials, the epoch cap, epochs trained and wall time in
+all. A model compared with one that got fewer trials or a smaller epoch cap is named.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+
+def budgets(rows: list[dict]) -> dict:
+    """{(model, dataset): {"trials", "pruned", "runs", "max_epochs", "epochs", "seconds"}} over every run."""
+    found: dict = defaultdict(lambda: {"trials": 0, "pruned": 0, "runs": 0, "max_epochs": None, "epochs": 0,
+                                       "seconds": 0.0})
+    for row in rows:
+        if row.get("status") not in ("ok", "pruned", "failed"):
+            continue
+        entry = found[(row["model"], row["dataset"])]
+        entry["runs"] += 1
+        entry["trials"] += row.get("role") == "trial"
+        entry["pruned"] += row.get("status") == "pruned"
+        entry["epochs"] += row.get("epochs_trained") or 0
+        entry["seconds"] += row.get("seconds") or 0.0
+        cap = row.get("max_epochs")
+        if cap is not None:
+            entry["max_epochs"] = max(entry["max_epochs"] or 0, cap)
+    return dict(found)
+
+
+def unequal(found: dict) -> list[str]:
+    """One warning per model that got less tuning than another on the same dataset."""
+    warnings = []
+    for dataset in dict.fromkeys(d for _, d in found):
+        models = {m: b for (m, d), b in found.items() if d == dataset}
+        most = max(b["trials"] for b in models.values())
+        cap = max((b["max_epochs"] or 0) for b in models.values())
+        if most == 0:
+            continue  # no search on this dataset: nothing was tuned, equally
+        leader = next(m for m, b in models.items() if b["trials"] == most)
+        for model, b in models.items():
+            if b["trials"] < most:
+                what = "its defaults or a hand-made grid (no search)" if b["trials"] == 0 else f"{b['trials']} trials"
+                warnings.append(f"{model} on {dataset} got {what} while {leader} got {most} trials: the comparison "
+                                f"favours the better-tuned model; give every model the same --trials")
+            elif b["max_epochs"] is not None and b["max_epochs"] < cap:
+                warnings.append(f"{model} on {dataset} trained at most {b['max_epochs']} epochs, others up to {cap}: "
+                                "give every model the same epochs")
+    return warnings
+
+
+def budget_lines(found: dict, chosen: dict | None = None) -> list[str]:
+    """The budget table (Markdown) with each chosen configuration's mean validation score, then the warnings."""
+    if not any(b["trials"] for b in found.values()):
+        return []
+    lines = ["## tuning budget", "",
+             "| model | dataset | trials | pruned | epoch cap | epochs trained | wall time | best validation |",
+             "|---|---|---|---|---|---|---|---|"]
+    for (model, dataset), b in found.items():
+        runs = (chosen or {}).get((model, dataset), [])
+        scores = [r["best_valid_score"] for r in runs if r.get("best_valid_score") is not None]
+        score = f"{sum(scores) / len(scores):.4f} ({runs[0].get('valid_metric')})" if scores else "–"
+        lines.append(f"| {model} | {dataset} | {b['trials']} | {b['pruned']} | {b['max_epochs'] or '–'} | "
+                     f"{b['epochs']} | {b['seconds']:.0f}s | {score} |")
+    warnings = [f"- **warning:** {warning}" for warning in unequal(found)]
+    return lines + [""] + (warnings + [""] if warnings else [])

@@ -1,0 +1,265 @@
+"""A search: per (model, dataset) an Optuna study on disk that the sweep asks for trials.
+
+    runs/<sweep>/search/study.journal     every study of the sweep (optuna's journal file), or --storage URL
+    runs/<sweep>/<dataset>/<model>/<run>  each trial: a normal run (checkpoints, TensorBoard, resume)
+    runs/<sweep>/final/<dataset>/<model>/<run>  --final-seeds K: the best trial's configuration, K seeds
+
+Crash safety: a trial is asked for (and so stored, with its parameters) before its run starts,
+and its run directory follows from its parameters. A command killed at any instant leaves each
+trial either told (finished) or running in the study; the same command plans every running trial
+again (the sweep record decides whether another live process owns it), its run resumes from
+last.pth, and a run that finished before the kill is told without training. New trials are
+asked only while a study has fewer than `trials`: none is lost, none runs twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..callbacks import metric_bigger
+from ..errors import ConfigError
+from ..record import RunRecord, Status
+from .pruning import TrialRef, make_pruner, storage_of
+from .space import SearchSpec  # noqa: F401 (re-exported)
+
+logger = logging.getLogger("recrunner")
+
+METHODS = ("random", "tpe")
+FINAL = "final"  # the folder (and record role) of the final seeds' runs
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    method: str = "tpe"          # random | tpe
+    trials: int = 20             # per (model, dataset)
+    prune: str = "none"          # none | median | asha | hyperband
+    final_seeds: int = 0         # 0: off
+    prune_after: int = 1         # epochs every trial trains before it can be pruned
+    storage: str | None = None   # a database URL for a cluster; default: a journal file in the sweep folder
+    seed: int = 0                # the samplers' seed
+
+
+class Search:
+    """Asks the studies for trials, plans them as sweep cells, and tells the studies how each ended."""
+
+    def __init__(self, specs, planner, sweep_dir: Path, options: SearchOptions):
+        self.specs, self.plan_cell, self.options = list(specs), planner, options
+        self.storage_url = options.storage or str(Path(sweep_dir) / "search" / "study.journal")
+        self.studies: dict[str, object] = {}
+        self.epochs: dict[str, int] = {}
+        self.directions: dict[str, str] = {}
+        self.cells: dict[str, tuple[SearchSpec, int | None]] = {}  # cell id -> (spec, trial number; None: final)
+        self.finals_planned: set[str] = set()
+
+    # ---------------------------------------------------------------- opening
+    def check(self) -> None:
+        """Plan an example cell of each study (nothing is written): a parameter the model does not
+        have, a wrong type or an impossible value is a ConfigError before any trial."""
+        for spec in self.specs:
+            probe = self.plan_cell(spec, {name: _example(d) for name, d in spec.space.items()}, spec.seeds[0], None)
+            if probe.error:
+                raise ConfigError(f"the search space of {spec.model} on {spec.dataset}: {probe.error}")
+            self.epochs[spec.study_name] = int(probe.config["epochs"])
+            self.directions[spec.study_name] = "maximize" if metric_bigger(
+                str(probe.config["valid_metric"]).lower()) else "minimize"
+
+    def open(self) -> list:
+        """Create or load every study; the trials a killed command left running, planned again."""
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        if not self.epochs:
+            self.check()
+        if "://" not in self.storage_url:
+            Path(self.storage_url).parent.mkdir(parents=True, exist_ok=True)
+        storage = storage_of(self.storage_url)
+        again = []
+        for spec in self.specs:
+            existing = _trials(storage, spec.study_name)
+            study = optuna.create_study(
+                study_name=spec.study_name, storage=storage, load_if_exists=True,
+                direction=self.directions[spec.study_name],
+                sampler=self._sampler(self.options.seed + existing),  # a resumed study draws new values
+                pruner=make_pruner(self.options.prune, max_epochs=self.epochs[spec.study_name],
+                                   trials=self.options.trials, after=self.options.prune_after))
+            self.studies[spec.study_name] = study
+            for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+                item = self._plan_trial(spec, trial)
+                record = RunRecord.read(item.run_dir) if item.run_dir else None
+                if record is not None and record.status.finished:
+                    self.tell(item.cell_id, {"status": record.status, "error": record.error})
+                else:
+                    again.append(item)
+        return again
+
+    def _sampler(self, seed: int):
+        import optuna
+
+        if self.options.method == "random":
+            return optuna.samplers.RandomSampler(seed=seed)
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(2, min(10, self.options.trials // 3)))
+
+    # ---------------------------------------------------------------- asking
+    def more(self, wanted: int) -> list:
+        """Up to `wanted` new cells: trials while a study's budget lasts, then its final seeds."""
+        cells = []
+        progress = True
+        while len(cells) < wanted and progress:
+            progress = False
+            for spec in self.specs:  # round-robin: every study advances at the same pace
+                if len(cells) >= wanted:
+                    break
+                trial = self._ask(spec)
+                if trial is not None:
+                    cells.append(self._plan_trial(spec, trial))
+                    progress = True
+        if len(cells) < wanted:
+            cells += self._finals()
+        return cells
+
+    def _ask(self, spec: SearchSpec):
+        """A new trial of the spec's study while its budget lasts (the count and the ask under one
+        lock, so two sweep processes on one study never ask more than `trials`), else None."""
+        from ..rundir import file_lock
+
+        study = self.studies[spec.study_name]
+        lock = Path(self.storage_url + ".ask.lock") if "://" not in self.storage_url else None
+        with file_lock(lock) if lock is not None else contextlib.nullcontext():
+            if len(study.get_trials(deepcopy=False)) >= self.options.trials:
+                return None
+            number = study.ask({name: d.to_optuna() for name, d in spec.space.items()}).number
+        return study.get_trials(deepcopy=False)[number]
+
+    def exhausted(self) -> bool:
+        """No trial left to ask and no final seeds left to plan."""
+        for spec in self.specs:
+            if len(self.studies[spec.study_name].get_trials(deepcopy=False)) < self.options.trials:
+                return False
+            if self.options.final_seeds and spec.study_name not in self.finals_planned:
+                return False
+        return True
+
+    def _finals(self) -> list:
+        import optuna
+
+        cells = []
+        if not self.options.final_seeds:
+            return cells
+        done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.FAIL)
+        for spec in self.specs:
+            study = self.studies[spec.study_name]
+            trials = study.get_trials(deepcopy=False)
+            if spec.study_name in self.finals_planned or len(trials) < self.options.trials or \
+                    any(t.state not in done for t in trials):
+                continue
+            self.finals_planned.add(spec.study_name)
+            complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+            if not complete:
+                logger.warning(f"{spec.study_name}: no trial completed, so no final seeds")
+                continue
+            best = study.best_trial  # chosen on validation: the value each trial was told
+            for seed in spec.seeds[:self.options.final_seeds]:
+                cells.append(self.plan_cell(spec, dict(best.params), seed, {"role": FINAL, "trial": best.number}))
+        return cells
+
+    def _plan_trial(self, spec: SearchSpec, trial):
+        ref = TrialRef(storage=self.storage_url, study=spec.study_name, trial_id=trial._trial_id, number=trial.number,
+                       pruner=self.options.prune, max_epochs=self.epochs.get(spec.study_name, 1),
+                       trials=self.options.trials, after=self.options.prune_after)
+        item = self.plan_cell(spec, dict(trial.params), spec.seeds[0], {"role": "trial", "trial": trial.number}, ref)
+        if item.error:  # RecBole refused these values (e.g. a hidden size its heads do not divide)
+            import optuna
+
+            self.studies[spec.study_name].tell(trial.number, state=optuna.trial.TrialState.FAIL)
+        else:
+            self.cells[item.cell_id] = (spec, trial.number)
+        return item
+
+    def budget_left(self) -> int:
+        """Trials not asked yet and final runs not planned yet, over every study."""
+        left = 0
+        for spec in self.specs:
+            left += max(0, self.options.trials - len(self.studies[spec.study_name].get_trials(deepcopy=False)))
+            if spec.study_name not in self.finals_planned:
+                left += min(self.options.final_seeds, len(spec.seeds))
+        return left
+
+    # ---------------------------------------------------------------- telling
+    def tell(self, cell_id: str, result: dict) -> None:
+        """Tell the trial's study how its run ended (a final seed's run tells nothing)."""
+        import optuna
+
+        spec, number = self.cells.get(cell_id, (None, None))
+        if spec is None or number is None:
+            return
+        study = self.studies[spec.study_name]
+        if study.get_trials(deepcopy=False)[number].state != optuna.trial.TrialState.RUNNING:
+            return
+        status = Status(result["status"])
+        if status is Status.OK:
+            record = RunRecord.read(Path(result.get("run_dir"))) if result.get("run_dir") else None
+            score = record.best_valid_score if record else None
+            if score is None:
+                study.tell(number, state=optuna.trial.TrialState.FAIL)
+            else:
+                study.tell(number, float(score))
+        elif status is Status.PRUNED:
+            study.tell(number, state=optuna.trial.TrialState.PRUNED)
+        elif status is Status.FAILED:
+            study.tell(number, state=optuna.trial.TrialState.FAIL)
+        # interrupted: the trial stays running; the same command resumes it
+
+    def describe(self) -> list[str]:
+        """The space and the budget, for --dry-run."""
+        after = (f" after {self.options.prune_after} epoch" + "s" * (self.options.prune_after != 1)
+                 if self.options.prune != "none" else "")
+        lines = [f"search: {self.options.method}, {self.options.trials} trials per model and dataset, pruning "
+                 f"{self.options.prune}{after}, final seeds {self.options.final_seeds or 'off'}; study: "
+                 f"{self.storage_url}"]
+        for spec in self.specs:
+            lines.append(f"  {spec.study_name}: " + ", ".join(f"{n} {d.describe()}" for n, d in spec.space.items()))
+        return lines
+
+
+def start_search(specs, workspace, name: str, options: SearchOptions, command: str | None = None) -> Search:
+    """The search of a sweep: trials in runs/<name>/, final seeds in runs/<name>/final/."""
+    from ..sweep.grid import Cell
+    from ..sweep.planning import plan_one
+
+    id_keys = tuple(dict.fromkeys(key for spec in specs for key in spec.space)) + ("seed",)
+
+    def plan_cell(spec, params, seed, search, trial=None):
+        cell = Cell(spec.model, spec.dataset, {**spec.fixed, **params, "seed": seed}, swept=(*spec.space, "seed"))
+        final = (search or {}).get("role") == FINAL
+        item = plan_one(cell, workspace, f"{name}/{FINAL}" if final else name, id_keys, command, search=search)
+        item.trial = trial
+        return item
+
+    return Search(specs, plan_cell, workspace.output_dir / name, options)
+
+
+def example_cells(specs) -> list:
+    """A cell per study with an example value of each distribution, for the checks that need no torch."""
+    from ..sweep.grid import Cell
+
+    return [Cell(spec.model, spec.dataset, {**spec.fixed, **{n: _example(d) for n, d in spec.space.items()},
+                                            "seed": spec.seeds[0]}, swept=tuple(spec.space)) for spec in specs]
+
+
+def _example(distribution):
+    """A value of the distribution, to check the space's keys and types before any trial (pure)."""
+    if distribution.kind == "choice":
+        return distribution.choices[0]
+    return int(distribution.low) if distribution.kind == "int" else float(distribution.low)
+
+
+def _trials(storage, study_name: str) -> int:
+    import optuna
+
+    try:
+        return len(optuna.load_study(study_name=study_name, storage=storage).trials)
+    except KeyError:
+        return 0

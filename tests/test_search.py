@@ -1,0 +1,214 @@
+"""Searches: spaces in grid files, Optuna's samplers and pruners, pruned trials everywhere,
+final seeds chosen on validation, equal budgets, and a kill-and-rerun that loses nothing."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from recrunner.errors import ConfigError
+from recrunner.search import space
+from recrunner.search.budget import budgets, unequal
+from tests.conftest import REPO, read_hparams, run_cli
+
+optuna = pytest.importorskip("optuna")
+
+TINY = {"embedding_size": 8, "user_inter_num_interval": "[10,60]", "epochs": 3}
+
+
+def _grid(tmp_path, **settings) -> str:
+    grid = {"name": "tune", "models": ["BPR"], "datasets": ["ml-100k"],
+            "params": {"learning_rate": {"loguniform": [1e-5, 0.3]}, "embedding_size": [4, 8]},
+            "fixed": {"user_inter_num_interval": "[10,60]", "epochs": 3}, **settings}
+    path = tmp_path / "search.yaml"
+    path.write_text(yaml.safe_dump(grid))
+    return str(path)
+
+
+def _study(sweep_dir):
+    from recrunner.search.pruning import storage_of
+
+    return optuna.load_study(study_name="ml-100k/BPR", storage=storage_of(str(sweep_dir / "search" / "study.journal")))
+
+
+def test_spaces_parse_and_refuse_what_cannot_be_sampled():
+    assert space.parse("lr", {"loguniform": [1e-4, 1e-2]}).describe() == "loguniform [0.0001, 0.01]"
+    assert space.parse("h", {"int": [16, 64], "step": 16}).describe() == "int [16, 64], step 16"
+    assert space.parse("n", [1, 2]) == space.Distribution("choice", choices=(1, 2))
+    assert not space.is_distribution({"split": {"LS": "valid_and_test"}, "order": "TO"})  # eval_args stays fixed
+    fixed, searched = space.split({"epochs": 5, "eval_args": {"order": "TO"}, "dropout_prob": {"uniform": [0, 0.5]}})
+    assert fixed == {"epochs": 5, "eval_args": {"order": "TO"}} and list(searched) == ["dropout_prob"]
+    for value, message in [({"loguniform": [0, 1]}, "needs a positive low bound"),
+                           ({"int": [1, 8], "log": True, "step": 2}, "step or log, not both"),
+                           ({"uniform": [1, 1]}, "needs low < high"), ({"int": [1.5, 4]}, "whole-number bounds"),
+                           ({"choice": []}, "non-empty list"), ({"uniform": [0, 1], "base": 2}, "unknown option(s) base"),
+                           ({"loguniform": [1e-4, 1e-2], "uniform": [0, 1]}, "give one distribution")]:
+        with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            space.parse("x", value)
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"learning_rate": {"loguniform": [0, 0.1]}}, "learning_rate: loguniform needs a positive low bound"),
+    ({"learning_rate": {"normal": [0, 1]}}, "learning_rate: unknown distribution 'normal'; distributions: loguniform"),
+    ({"n_layers": {"int": [1, 3]}}, "unknown config key 'n_layers'"),  # BPR has no n_layers
+])
+def test_bad_spaces_are_one_line_usage_errors(tmp_path, capsys, base_args, params, message):
+    grid = tmp_path / "bad.yaml"
+    grid.write_text(yaml.safe_dump({"models": ["BPR"], "datasets": ["ml-100k"], "params": params,
+                                    "search": "tpe", "trials": 2}))
+    code, out, err = run_cli(capsys, ["--grid", str(grid), *base_args])
+    assert code == 2 and message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_distribution_without_a_search_is_a_usage_error(tmp_path, capsys, base_args):
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(yaml.safe_dump({"models": ["BPR"], "datasets": ["ml-100k"],
+                                    "params": {"learning_rate": {"loguniform": [1e-4, 1e-2]}}}))
+    code, _, err = run_cli(capsys, ["--grid", str(grid), *base_args])
+    assert code == 2 and "add --search tpe" in err
+    code, _, err = run_cli(capsys, ["--model", "BPR", "--trials", "3", *base_args])
+    assert code == 2 and "belong to a search" in err
+
+
+def test_dry_run_shows_the_space_and_the_budget(tmp_path, capsys, base_args):
+    code, out, _ = run_cli(capsys, ["--grid", _grid(tmp_path), "--search", "random", "--trials", "7",
+                                    "--prune", "asha", *base_args, "--dry-run"])
+    assert code == 0
+    assert "search: random, 7 trials per model and dataset, pruning asha, final seeds off" in out
+    assert "ml-100k/BPR: embedding_size choice [4, 8], learning_rate loguniform [1e-05, 0.3]" in out
+    assert not (tmp_path / "runs" / "tune").exists()  # a dry run writes nothing
+
+
+@pytest.mark.parametrize("method, pruner", [("random", "asha"), ("tpe", "median")])
+def test_a_search_with_pruning_runs_to_completion(tmp_path, capsys, base_args, method, pruner):
+    code, out, err = run_cli(capsys, ["--grid", _grid(tmp_path), "--search", method, "--trials", "6",
+                                      "--prune", pruner, *base_args])
+    assert code == 0, out + err
+    sweep = tmp_path / "runs" / "tune"
+    trials = _study(sweep).trials
+    assert len(trials) == 6 and all(t.state.is_finished() for t in trials)
+    states = [t.state.name for t in trials]
+    assert "COMPLETE" in states and "PRUNED" in states, states
+
+    rows = list(csv.DictReader(open(sweep / "results.csv")))
+    assert len(rows) == 6 and {r["status"] for r in rows} == {"ok", "pruned"}
+    pruned = [r for r in rows if r["status"] == "pruned"]
+    assert len(pruned) == states.count("PRUNED")
+    assert all(f"by the {pruner} pruner" in r["error"] for r in pruned)
+    run_dir = sweep / pruned[0]["cell"]
+    record = json.loads((run_dir / "metrics.json").read_text())
+    assert record["status"] == "pruned" and record["test"] == {} and record["search"]["role"] == "trial"
+    assert "pruned at epoch" in record["error"]
+    lines = [json.loads(line) for line in (sweep / "sweep.jsonl").read_text().splitlines()]
+    assert {line["cell"] for line in lines if line["state"] == "pruned"} == {r["cell"] for r in pruned}
+    hparams = read_hparams(run_dir)
+    assert hparams["hparams"]["status"] == "pruned" and hparams["status"] == "STATUS_SUCCESS"
+    assert out.count("pruned  BPR on ml-100k") == len(pruned)
+    assert f"{len(pruned)} pruned" in out.splitlines()[-1]
+
+    assert run_cli(capsys, ["report", str(sweep)])[0] == 0
+    report = (sweep / "report" / "report.md").read_text()
+    assert f"| BPR | ml-100k | 6 | {len(pruned)} | 3 |" in report  # trials, pruned, epoch cap
+
+
+def test_final_seeds_repeat_the_configuration_best_on_validation(tmp_path, capsys, base_args):
+    code, out, err = run_cli(capsys, ["--grid", _grid(tmp_path), "--search", "random", "--trials", "4",
+                                      "--final-seeds", "2", *base_args])
+    assert code == 0, out + err
+    sweep = tmp_path / "runs" / "tune"
+    records = [json.loads(p.read_text()) for p in sweep.rglob("metrics.json")]
+    trials = [r for r in records if r["search"]["role"] == "trial" and r["status"] == "ok"]
+    finals = [r for r in records if r["search"]["role"] == "final"]
+    best = max(trials, key=lambda r: r["best_valid_score"])  # mrr@10: bigger is better
+    assert len(finals) == 2 and {r["seed"] for r in finals} == {2020, 2021}
+    for final in finals:
+        assert {k: final["params"][k] for k in ("learning_rate", "embedding_size")} == \
+            {k: best["params"][k] for k in ("learning_rate", "embedding_size")}
+        assert final["search"]["trial"] == best["search"]["trial"]
+    by_test = max(trials, key=lambda r: r["test"]["mrr@10"])
+    if by_test is not best:  # where validation and test disagree, validation decides
+        assert finals[0]["params"]["learning_rate"] != by_test["params"]["learning_rate"]
+    assert "(n=2)" in (sweep / "results.md").read_text()  # the tables are the final seeds, not the trials
+
+
+def test_a_model_with_less_tuning_is_named():
+    rows = [{"model": "SASRec", "dataset": "d", "status": "ok", "role": "trial", "epochs_trained": 5, "max_epochs": 50,
+             "seconds": 10.0}] * 3 + [{"model": "Pop", "dataset": "d", "status": "ok", "role": None,
+                                       "epochs_trained": 1, "max_epochs": 1, "seconds": 1.0}]
+    found = budgets(rows)
+    assert found[("SASRec", "d")] == {"trials": 3, "pruned": 0, "runs": 3, "max_epochs": 50, "epochs": 15,
+                                      "seconds": 30.0}
+    assert unequal(found) == ["Pop on d got its defaults or a hand-made grid (no search) while SASRec got 3 trials: "
+                              "the comparison favours the better-tuned model; give every model the same --trials"]
+
+
+def test_a_killed_search_loses_and_repeats_nothing(tmp_path, base_args):
+    command = [sys.executable, str(REPO / "run_experiments.py"), "--grid", _grid(tmp_path), "--search", "tpe",
+               "--trials", "5", "--set", "epochs=4", *base_args, "--quiet"]
+    record = tmp_path / "runs" / "tune" / "sweep.jsonl"
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 240
+    while time.time() < deadline:  # kill once a trial has finished and the next one is training
+        lines = record.read_text().splitlines() if record.exists() else []
+        if sum('"ok"' in line for line in lines) >= 1 and lines and '"running"' in lines[-1]:
+            break
+        time.sleep(0.2)
+    time.sleep(1.0)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    killed_running = [t.number for t in _study(tmp_path / "runs" / "tune").trials if t.state.name == "RUNNING"]
+    assert killed_running, "the kill should leave a trial running"
+
+    assert subprocess.run(command, capture_output=True, text=True).returncode == 0
+    trials = _study(tmp_path / "runs" / "tune").trials
+    assert len(trials) == 5 and all(t.state.is_finished() for t in trials)  # none lost, no extra trial
+    runs = list((tmp_path / "runs" / "tune" / "ml-100k" / "BPR").iterdir())
+    assert len(runs) == 5  # one run directory per trial
+    for run in runs:
+        epochs = [json.loads(line)["epoch"] for line in (run / "history.jsonl").read_text().splitlines()]
+        assert len(epochs) == len(set(epochs)), f"{run.name} trained an epoch twice"
+    states = [json.loads(line) for line in record.read_text().splitlines()]
+    finished = [s["cell"] for s in states if s["state"] in ("ok", "pruned")]
+    assert len(finished) == len(set(finished)) == 5  # each trial finished once
+
+
+def test_a_baseline_outside_the_search_is_named_on_the_console_and_in_the_report(tmp_path, capsys, base_args):
+    assert run_cli(capsys, ["--model", "Pop", "--name", "tune", *base_args, "--set", "user_inter_num_interval=[10,60]",
+                            "--quiet"])[0] == 0
+    code, out, _ = run_cli(capsys, ["--grid", _grid(tmp_path), "--search", "random", "--trials", "2", *base_args,
+                                    "--quiet"])
+    assert code == 0
+    warning = ("warning: Pop on ml-100k got its defaults or a hand-made grid (no search) while BPR got 2 trials: the "
+               "comparison favours the better-tuned model; give every model the same --trials")
+    assert out.splitlines()[-1] == warning
+    code, _, err = run_cli(capsys, ["report", str(tmp_path / "runs" / "tune"), "--baseline", "Pop"])
+    assert code == 0 and warning in err
+    report = (tmp_path / "runs" / "tune" / "report" / "report.md").read_text()
+    assert "| Pop | ml-100k | 0 | 0 | 1 | 1 |" in report and warning.replace("warning:", "**warning:**") in report
+
+
+def test_a_search_on_ray_reports_every_validation_to_the_one_study(tmp_path, capsys, base_args):
+    pytest.importorskip("ray")
+    code, out, err = run_cli(capsys, ["--grid", _grid(tmp_path), "--search", "tpe", "--trials", "3", "--prune",
+                                      "median", "--backend", "ray", "--workers", "2", *base_args, "--quiet"])
+    assert code == 0, out + err
+    trials = _study(tmp_path / "runs" / "tune").trials
+    assert len(trials) == 3 and all(t.state.is_finished() for t in trials)
+    # the Ray workers, not the driver, reported each validation (step = epoch) to the study on disk
+    assert all(sorted(t.intermediate_values) == [1, 2, 3] for t in trials if t.state.name == "COMPLETE")
+
+
+def test_a_search_can_keep_its_studies_in_a_database(tmp_path, capsys, base_args):
+    url = f"sqlite:///{tmp_path / 'studies.db'}"
+    code, out, err = run_cli(capsys, ["--grid", _grid(tmp_path), "--search", "random", "--trials", "4", "--prune",
+                                      "hyperband", "--storage", url, *base_args, "--quiet"])
+    assert code == 0, out + err
+    study = optuna.load_study(study_name="ml-100k/BPR", storage=url)
+    assert len(study.trials) == 4 and all(t.state.is_finished() for t in study.trials)
+    assert not (tmp_path / "runs" / "tune" / "search").exists()  # nothing in the sweep folder
