@@ -80,7 +80,7 @@ def test_dry_run_shows_the_space_and_the_budget(tmp_path, capsys, base_args):
     code, out, _ = run_cli(capsys, ["--grid", _grid(tmp_path), "--search", "random", "--trials", "7",
                                     "--prune", "asha", *base_args, "--dry-run"])
     assert code == 0
-    assert "search: random, 7 trials per model and dataset, pruning asha, final seeds off" in out
+    assert "search: random, 7 trials per model and dataset, pruning asha after 1 epoch, final seeds off" in out
     assert "ml-100k/BPR: embedding_size choice [4, 8], learning_rate loguniform [1e-05, 0.3]" in out
     assert not (tmp_path / "runs" / "tune").exists()  # a dry run writes nothing
 

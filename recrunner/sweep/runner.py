@@ -88,6 +88,7 @@ class _Sweep:
     # ---------------------------------------------------------------- the loop
     def run(self) -> SweepSummary:
         started = self.options.started or time.perf_counter()
+        self.sweep_dir.mkdir(parents=True, exist_ok=True)  # a search's first cell may come later
         if self.search is not None:
             self._add(self.search.open())  # trials a killed command left running
             self.total = len(self.planned) + self.search.budget_left()
