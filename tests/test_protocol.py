@@ -98,6 +98,9 @@ def test_positions_are_not_audited_as_times():
     assert protocol.positions_not_times(users, np.array([1, 2, 3, 1, 2, 3, 4, 1, 2, 3]))  # augmented: first is history
     assert not protocol.positions_not_times(users, np.array([0, 1, 2, 0, 5, 9, 10, 0, 1, 2]))
     assert not protocol.positions_not_times(users, np.array([9e8, 9e8 + 1, 9e8 + 2] + [0, 1, 2, 3] + [0, 1, 2]))
+    # a filter (k-core) dropped interactions: gaps, as in the shared ml-1m with item_inter_num_interval [5,inf)
+    assert protocol.positions_not_times(users, np.array([0, 2, 3, 1, 2, 4, 5, 0, 3, 4]))
+    assert not protocol.positions_not_times(users, np.array([0.1, 0.2, 0.3] * 3 + [0.4]))  # RecBole's normalised times
 
 
 def test_an_audit_does_not_apply_to_positions(workspace, tmp_path):
