@@ -182,7 +182,10 @@ def main(argv=None) -> int:
 
 
 def _main(args) -> int:
+    from .seams.environment import prepare_environment
     from .sweep.grid import Grid, expand, load_grid
+
+    prepare_environment()  # a missing RecBole or pandas 3: one line before anything imports RecBole
 
     cells, name, search = _cells_checked_early(args, Grid, expand, load_grid)
     if search is not None:

@@ -22,7 +22,7 @@ from .families import pretraining_stages
 from .models import check_requirements, resolve_model, trainer_class_for
 from .rundir import RunPaths, fingerprint, make_run_id, run_paths
 from .seams.config import honour_data_path, recbole_argv_cleared, recbole_model_defaults
-from .seams.environment import check_environment, quiet_known_warnings
+from .seams.environment import prepare_environment
 from .trainer import CustomTrainer, default_hparams
 
 
@@ -73,10 +73,9 @@ class PreparedRun:
 
 def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
     """Resolve and validate everything; raises ConfigError and touches no file."""
+    prepare_environment()
     from recbole.config import Config
 
-    check_environment()
-    quiet_known_warnings()
     model = resolve_model(experiment.model)
     check_requirements(model)
     data_path = resolve_data_path(experiment.dataset, workspace.data_path)

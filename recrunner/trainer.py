@@ -30,9 +30,14 @@ from .errors import TrainingFailed, one_line
 from .checkpointing import Checkpointing
 from .output import TrainerOutput
 from .state import TrainingState, state_attribute
+from .seams.environment import prepare_environment
 from .seams.evaluator import capture_per_user
 from .seams.tensorboard import recbole_tensorboard_writer
 from .tensorboard import RunWriter
+
+# A script of one's own (README: The training loop) builds RecBole's Config after importing
+# CustomTrainer: under numpy 2 it needs the names prepare_environment gives back by then.
+prepare_environment()
 
 
 class _NonFiniteLoss(Exception):

@@ -1,4 +1,4 @@
-"""Each dependency pin of pyproject.toml has a test here that fails without it."""
+"""Each dependency pin of pyproject.toml and each name seams/environment.py restores has a test here that fails without it."""
 
 import subprocess
 import sys
@@ -16,18 +16,21 @@ from .conftest import TINY_BPR
 def _config(model, dataset, data_path, **extra):
     from recbole.config import Config
 
+    environment.restore_removed_names()
     with config_seam.recbole_argv_cleared():
         return Config(model=model, dataset=dataset, config_dict={"data_path": str(data_path), **extra})
 
 
 def test_incompatible_versions_are_named_with_their_fix():
-    problems = environment.incompatibilities({"numpy": "2.1.0", "pandas": "3.0.1", "scipy": "1.13.0"})
-    assert problems == [
-        "numpy 2.1.0 is installed but RecBole 1.2.1's Config uses aliases numpy 2 removed: pip install 'numpy<2'",
+    assert environment.incompatibilities({"recbole": "1.2.1", "pandas": "3.0.1"}) == [
         "pandas 3.0.1 is installed but RecBole 1.2.1 silently corrupts missing features under pandas 3: pip install 'pandas<3'",
-        "scipy 1.13.0 is installed but RecBole 1.2.1's graph models (LightGCN, NGCF, NCL...) cannot be built: pip install 'scipy<1.13'",
     ]
-    assert environment.incompatibilities({"numpy": "1.26.4", "pandas": "2.3.3", "scipy": "1.12.0"}) == []
+    assert environment.incompatibilities({"pandas": "2.3.3"}) == [
+        "RecBole is not installed: run `bash install.sh` in recrunner's folder, or `pip install --no-deps recbole==1.2.1`"]
+    assert environment.incompatibilities({"recbole": "1.2.0", "pandas": "2.3.3"}) == [
+        "recbole 1.2.0 is installed but recrunner is made for 1.2.1: pip install --no-deps recbole==1.2.1"]
+    # numpy 2 and scipy >= 1.13 are not refused: restore_removed_names gives back what they removed
+    assert environment.incompatibilities({"recbole": "1.2.1", "numpy": "2.4.0", "scipy": "1.17.1", "pandas": "2.3.3"}) == []
 
 
 def test_the_installed_environment_passes_the_check():
@@ -35,12 +38,56 @@ def test_the_installed_environment_passes_the_check():
 
 
 def test_check_environment_raises_a_config_error(monkeypatch):
-    monkeypatch.setattr(environment, "installed_versions", lambda: {"pandas": "3.0.0"})
+    monkeypatch.setattr(environment, "installed_versions", lambda: {"recbole": "1.2.1", "pandas": "3.0.0"})
     with pytest.raises(EnvironmentProblem, match="pip install 'pandas<3'"):
         environment.check_environment()
 
 
-def test_recbole_config_builds(tmp_path):  # numpy >= 2: AttributeError on np.float_
+def test_a_missing_recbole_is_one_line_with_exit_code_2(monkeypatch, capsys):
+    from recrunner.cli import main
+
+    monkeypatch.setattr(environment, "installed_versions", lambda: {"pandas": "2.3.3"})
+    assert main(["--model", "BPR", "--dataset", "ml-100k", "--dry-run"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "recrunner: error: RecBole is not installed: run `bash install.sh` in recrunner's folder, "
+        "or `pip install --no-deps recbole==1.2.1`")
+
+
+_BARE_CONFIG = """
+import sys
+from recrunner.seams import environment
+if sys.argv[1] == "restored":
+    environment.restore_removed_names()
+from recbole.config import Config
+try:
+    Config(model="BPR", dataset="ml-100k", config_dict={"data_path": sys.argv[2]})
+except AttributeError as exc:
+    print("AttributeError", exc)
+else:
+    import numpy as np
+    print("built", np.float is np.float64, np.long is np.int_)
+"""
+
+
+@pytest.mark.parametrize("restored", [False, True])
+def test_recbole_config_builds_on_numpy_2_only_with_its_aliases_restored(tmp_path, restored):
+    """RecBole's Config assigns np.float = np.float_ (and complex_, unicode_), which numpy 2 removed."""
+    if np.lib.NumpyVersion(np.__version__) < "2.0.0":
+        pytest.skip(f"numpy {np.__version__} still has the aliases")
+    out = subprocess.run([sys.executable, "-c", _BARE_CONFIG, "restored" if restored else "bare", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300).stdout.strip().splitlines()[-1]
+    assert out == ("built True True" if restored else "AttributeError `np.float_` was removed in the NumPy 2.0 "
+                   "release. Use `np.float64` instead.")
+
+
+def test_restoring_is_idempotent_and_leaves_numpys_own_names_alone():
+    environment.restore_removed_names()
+    environment.restore_removed_names()
+    assert np.float_ is np.float64 and np.complex_ is np.complex128 and np.unicode_ is np.str_
+    assert np.bool_ is not np.float64 and np.float32(1).dtype == np.dtype("float32")
+
+
+def test_recbole_config_builds(tmp_path):
     assert _config("BPR", "ml-100k", tmp_path)["model"] == "BPR"
 
 
@@ -64,8 +111,22 @@ def test_missing_features_are_filled_not_corrupted(tmp_path):
     assert len(items["tags"]) == dataset.item_num  # token_seq loads (Series.agg(len) breaks on pandas 3)
 
 
+def test_scipy_lacks_dok_update_until_it_is_restored():
+    """scipy >= 1.13 removed dok_matrix._update: LightGCN, NGCF, GCMC, NCL... fail to build without it."""
+    import scipy
+    from scipy.sparse import dok_matrix
+
+    code = ("from scipy.sparse import dok_matrix; from recrunner.seams import environment; "
+            "print(hasattr(dok_matrix, '_update')); environment.restore_removed_names(); "
+            "m = dok_matrix((2, 3)); m._update({(0, 1): 2.0, (1, 2): 1.0}); print(m.toarray().tolist())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout.split("\n")
+    bare = tuple(int(p) for p in scipy.__version__.split(".")[:2]) < (1, 13)
+    assert out[:2] == [str(bare), "[[0.0, 2.0, 0.0], [0.0, 0.0, 1.0]]"]
+    assert hasattr(dok_matrix, "_update") or bare  # this process prepared its environment
+
+
 def test_lightgcn_builds_its_normalised_graph(tmp_path):
-    """scipy >= 1.13 removed dok_matrix._update: LightGCN, NGCF, NCL... fail to build."""
+    """The graph LightGCN builds through the restored dok_matrix._update is the normalised adjacency."""
     import torch
     from recbole.data import create_dataset, data_preparation
     from recbole.model.general_recommender import LightGCN
@@ -86,12 +147,11 @@ def test_lightgcn_builds_its_normalised_graph(tmp_path):
 
 
 def test_ray_imports_for_the_cluster_backend():
-    """setuptools >= 82 drops pkg_resources, which ray 2.6.3 (RecBole's pin) imports."""
-    import subprocess
-    import sys
-
-    proc = subprocess.run([sys.executable, "-c", "import ray"], capture_output=True, text=True, timeout=120)
+    """The Ray backend uses a current Ray (RecBole's ray<=2.6.3 has no wheel past Python 3.11)."""
+    proc = subprocess.run([sys.executable, "-c", "import ray; print(ray.__version__)"], capture_output=True,
+                          text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-1000:]
+    assert tuple(int(p) for p in proc.stdout.split(".")[:2]) >= (2, 9)
 
 
 def test_recbole_turns_on_anomaly_detection_for_every_model_and_model_class_turns_it_off():

@@ -7,7 +7,7 @@ calls, which live with the trainer (recrunner/trainer.py, families.py, trees.py)
 
 | module        | RecBole's                                                    | why                                   |
 |---------------|--------------------------------------------------------------|---------------------------------------|
-| environment   | numpy/pandas/scipy/setuptools versions it cannot work with   | a one-line error, not corrupt data    |
+| environment   | names numpy 2 and scipy 1.13 removed; pandas 3; its ray pin  | Python 3.10-3.13, today's numpy/scipy |
 | config        | Config reading sys.argv; ml-100k's data_path; the tree yamls | explicit inputs only                  |
 | models        | get_model's anomaly detection; KSR's dtype; torch_scatter    | speed; models that fail otherwise     |
 | tensorboard   | Trainer.__init__'s cwd-relative writer                       | one event file per run                |

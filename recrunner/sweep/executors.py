@@ -113,11 +113,12 @@ class RayCluster:
         import warnings
 
         try:
-            with warnings.catch_warnings():  # ray 2.6 imports the deprecated pkg_resources
+            with warnings.catch_warnings():  # ray announces its own deprecations on import
                 warnings.simplefilter("ignore")
                 import ray
         except ImportError as exc:
-            raise ConfigError(f"--backend ray needs ray (a RecBole dependency) importable: {exc}") from None
+            raise ConfigError(f"--backend ray needs Ray, an optional extra: bash install.sh ray (or pip install "
+                              f"'ray>=2.9'); importing it failed: {exc}") from None
         self.ray = ray
         self.started_here = not ray.is_initialized()
         if self.started_here:
