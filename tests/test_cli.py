@@ -68,6 +68,15 @@ def test_run_experiments_script_rejects_unknown_model_without_traceback(tmp_path
     assert proc.stderr.startswith("recrunner: error: unknown model 'Nope'") and "Traceback" not in proc.stderr
 
 
+def test_run_experiments_script_before_set_up_says_how_in_one_line(tmp_path):
+    # -S: no site-packages, as in a fresh clone before `bash install.sh`
+    proc = subprocess.run([sys.executable, "-S", str(REPO / "run_experiments.py"), "--model", "BPR"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr == ("recrunner: error: yaml is not installed; set up first with `bash install.sh` "
+                           "(README: Set up, run, test)\n")
+
+
 def test_our_flags_never_reach_recbole_argv_parsing(base_args, capsys, monkeypatch):
     # RecBole's Config reads sys.argv and gives --key=value there top priority
     monkeypatch.setattr(sys, "argv", ["run_experiments.py", "--epochs=7", "--model", "BPR"])
