@@ -91,15 +91,11 @@ def restore_removed_names() -> None:
     import numpy as np
     from scipy.sparse import dok_matrix
 
-    for alias, name in _NUMPY_ALIASES.items():
-        if alias not in vars(np):
-            with warnings.catch_warnings():  # numpy 1.x: reading an alias it still has is fine
-                warnings.simplefilter("ignore")
-                try:
-                    getattr(np, alias)
-                    continue
-                except AttributeError:
-                    setattr(np, alias, getattr(np, name))
+    with warnings.catch_warnings():  # numpy 1.x still has them (some with a DeprecationWarning)
+        warnings.simplefilter("ignore")
+        for alias, name in _NUMPY_ALIASES.items():
+            if not hasattr(np, alias):
+                setattr(np, alias, getattr(np, name))
     if not hasattr(dok_matrix, "_update"):
         dok_matrix._update = _dok_update
 
