@@ -31,7 +31,8 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="recrunner", description="Train and evaluate RecBole models; re-running a command resumes it.",
                      epilog="Also: `recrunner report SWEEP_DIR` (tables, tests, effect sizes, charts) and "
-                            "`recrunner reproduce RUN_DIR` (run a finished run again and compare); each has --help.")
+                            "`recrunner reproduce RUN_DIR` (run a finished run again and compare), `recrunner cache list|prune` "
+                            "(the shared preprocessed datasets); each has --help.")
     parser.add_argument("--model", nargs="+", default=None, help="RecBole model name(s) (default: SASRec, or the grid's)")
     parser.add_argument("--dataset", nargs="+", default=None, help="dataset name(s) (default: ml-100k, or the grid's)")
     parser.add_argument("--grid", type=Path, default=None, metavar="FILE",
@@ -161,6 +162,10 @@ def main(argv=None) -> int:
             return _report(build_report_parser().parse_args(argv[1:]))
         if argv[:1] == ["reproduce"]:
             return _reproduce(build_reproduce_parser().parse_args(argv[1:]), command)
+        if argv[:1] == ["cache"]:
+            from .datacache import command as cache_command
+
+            return cache_command.run(cache_command.build_parser(_Parser).parse_args(argv[1:]))
         args = build_parser().parse_args(argv)
         args.command = command
         args.started = started

@@ -144,7 +144,7 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
         writer.end_session(status.value, prepared.hparams)
         writer.close()
         record.write(paths.metrics)
-        write_experiment(workspace.output_dir)  # the HParams columns now include this run's
+        write_experiment(workspace.output_dir, changed=paths.run_dir)  # the HParams columns now include this run's
     return _result_from_record(paths.run_dir, record)
 
 

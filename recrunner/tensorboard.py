@@ -9,12 +9,13 @@ columns for all runs beneath it (`write_experiment`: the union), rewritten after
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Mapping
 
 from .record import Status
-from .rundir import atomic_file, file_lock, fingerprint
+from .rundir import atomic_file, file_lock, fingerprint, write_text_atomic
 
 # an interrupted run is not finished (the same command resumes it): TensorBoard's "unknown", not a failure
 STATUS = {Status.OK: "STATUS_SUCCESS", Status.FAILED: "STATUS_FAILURE", Status.INTERRUPTED: "STATUS_UNKNOWN",
@@ -141,46 +142,77 @@ def read_session(path: Path) -> tuple[dict, str | None]:
     return hparams, status
 
 
-def _write_experiment(logdir: Path) -> Path | None:
+def _write_experiment(logdir: Path, changed: Path | None = None) -> Path | None:
     """Columns for every run under `logdir` (`tensorboard --logdir <logdir>`), rewritten whole.
 
     Hparams come from each run's session file, metric columns from its metrics.json
     (Best_Valid/<metric>, Best_Valid/score, Test/<metric>): whatever models the runs are and in
-    whatever order they were written, the table gets the union.
+    whatever order they were written, the table gets the union. Each run's row is kept in
+    `hparams-columns/rows.json`; with `changed` (the run just written) only that run is read
+    again and the others are only checked to exist, so a run's cost does not grow with the
+    number of runs beside it. Without it (or with no readable rows.json) every run is read.
     """
-    from . import tags
-    from .record import RunRecord
-
     logdir = Path(logdir)
-    rows, metrics = [], set()
-    for path in sorted(logdir.rglob(HPARAMS_FILE)):
-        parts = path.parent.relative_to(logdir).parts
-        if not parts or parts[0] == COLUMNS_DIR or any(part.startswith(".") for part in parts):
-            continue  # the columns themselves, the cache, a run set aside by --restart
-        rows.append(read_session(path)[0])
-        recorded = RunRecord.read(path.parent) or RunRecord()
-        names = set(recorded.best_valid) | set(recorded.test)
-        metrics |= set(tags.hparam_metrics(names))
-    if not rows:
+    index_path = logdir / COLUMNS_DIR / ROWS_FILE
+    index = _read_rows(index_path) if changed is not None else None
+    if index is None:
+        index, scan = {}, _session_files(logdir, logdir)
+    else:
+        index = {key: row for key, row in index.items() if (logdir / key).is_file()}
+        scan = _session_files(logdir, Path(changed))
+    for path in scan:
+        key = path.relative_to(logdir).as_posix()
+        index[key] = {"hparams": read_session(path)[0], "metrics": _metric_names(path.parent)}
+    if not index:
         return None
+    metrics = set().union(*(row["metrics"] for row in index.values()))
     (logdir / HPARAMS_FILE).unlink(missing_ok=True)  # where older recrunner wrote them: a run named "."
     target = columns_file(logdir)
     target.parent.mkdir(exist_ok=True)
-    write_event_file(target, [experiment_summary(rows, sorted(metrics, key=lambda t: (not t.startswith("Best"), t)))])
+    write_event_file(target, [experiment_summary([index[key]["hparams"] for key in sorted(index)],
+                                                 sorted(metrics, key=lambda t: (not t.startswith("Best"), t)))])
+    write_text_atomic(index_path, json.dumps(index, sort_keys=True))
     return target
 
 
-def write_experiment(logdir: Path) -> Path | None:
+def _session_files(logdir: Path, under: Path) -> list[Path]:
+    """The runs' session files below `under`, leaving out the columns, the cache and set-aside runs."""
+    found = []
+    for path in sorted(Path(under).rglob(HPARAMS_FILE)):
+        parts = path.parent.relative_to(logdir).parts
+        if parts and parts[0] != COLUMNS_DIR and not any(part.startswith(".") for part in parts):
+            found.append(path)
+    return found
+
+
+def _metric_names(run_dir: Path) -> list[str]:
+    from . import tags
+    from .record import RunRecord
+
+    recorded = RunRecord.read(run_dir) or RunRecord()
+    return sorted(tags.hparam_metrics(set(recorded.best_valid) | set(recorded.test)))
+
+
+def _read_rows(path: Path) -> dict | None:
+    try:
+        rows = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return rows if isinstance(rows, dict) else None
+
+
+def write_experiment(logdir: Path, changed: Path | None = None) -> Path | None:
     """`_write_experiment` under a lock shared by every process writing into `logdir`: the scan
     and the write of one writer never interleave with another's, so the last file written holds
     the columns of every run finished before it (and concurrent writers never collide)."""
     with file_lock(Path(logdir) / ".hparams.lock"):
-        return _write_experiment(logdir)
+        return _write_experiment(logdir, changed)
 
 
 HPARAMS_FILE = "events.out.tfevents.0000000000.hparams"
 # TensorBoard reads the HParams columns from whichever run has them: this one holds only them
 COLUMNS_DIR = "hparams-columns"
+ROWS_FILE = "rows.json"  # each run's hparams and metric names, so one run's update reads one run
 
 
 def columns_file(logdir: Path) -> Path:

@@ -149,3 +149,14 @@ def test_a_cell_row_reads_metrics_json_and_marks_missing_ones_pending(tmp_path):
     row = cell_row("c", "BPR", "ml-100k", {"learning_rate": 0.1}, ["learning_rate"], tmp_path)
     assert row["status"] == "ok" and row["seconds"] == 3.5 and row["valid/mrr@10"] == 0.2 and row["seed"] == 7
     assert cell_row("c", "BPR", "ml-100k", {}, [], tmp_path / "none")["status"] == "pending"
+
+
+def test_tables_are_rewritten_after_each_cell_unless_that_costs_more_than_a_tenth_of_the_time():
+    from recrunner.sweep.runner import TableSchedule
+
+    schedule = TableSchedule(share=0.1)
+    assert schedule.due(0.0)  # never written
+    schedule.written(10.0, 10.01)  # 10 ms: due again 0.1 s later
+    assert not schedule.due(10.05) and schedule.due(10.11)
+    schedule.written(20.0, 21.0)  # a big table took 1 s: not before 10 s have passed
+    assert not schedule.due(25.0) and schedule.due(31.0)

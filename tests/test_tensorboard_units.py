@@ -4,8 +4,8 @@ import json
 import subprocess
 import sys
 
-from recrunner.tensorboard import (COLUMNS_DIR, HPARAMS_FILE, columns_file, hparams_summaries, shown_columns,
-                                   write_event_file, write_experiment)
+from recrunner.tensorboard import (COLUMNS_DIR, HPARAMS_FILE, ROWS_FILE, columns_file, hparams_summaries,
+                                   shown_columns, write_event_file, write_experiment)
 
 WRITER = """
 import sys
@@ -45,7 +45,7 @@ def test_concurrent_writers_neither_collide_nor_leave_partial_files(tmp_path):
 
     assert [w.returncode for w in writers] == [0] * 4, "\n".join(errors)
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == [".hparams.lock"]  # no run named "."
-    assert [p.name for p in (tmp_path / COLUMNS_DIR).iterdir()] == [HPARAMS_FILE]
+    assert sorted(p.name for p in (tmp_path / COLUMNS_DIR).iterdir()) == [HPARAMS_FILE, ROWS_FILE]
     hparams, metrics = _columns(columns_file(tmp_path))
     assert hparams == {"model", "embedding_size", "hidden_size", "status"}
     assert metrics == {"Best_Valid/score", "Best_Valid/recall@10", "Best_Valid/ndcg@10", "Test/recall@10", "Test/ndcg@10"}
@@ -57,6 +57,31 @@ def test_the_last_writer_sees_every_finished_run(tmp_path):
     _run(tmp_path, "b", {"model": "SASRec", "hidden_size": 16}, "ndcg@10")
     write_experiment(tmp_path)
     assert _columns(columns_file(tmp_path))[0] == {"model", "embedding_size", "hidden_size", "status"}
+
+
+def test_a_finished_run_reads_only_its_own_files_and_the_columns_stay_whole(tmp_path, monkeypatch):
+    import recrunner.tensorboard as tensorboard
+
+    for k in range(5):
+        _run(tmp_path, f"r{k}", {"model": "BPR", "embedding_size": 8 * (k + 1)}, "recall@10")
+    write_experiment(tmp_path)  # a sweep's start: every run is read
+    reads = []
+    real = tensorboard.read_session
+    monkeypatch.setattr(tensorboard, "read_session", lambda path: reads.append(path.parent.name) or real(path))
+    _run(tmp_path, "new", {"model": "SASRec", "hidden_size": 16}, "ndcg@10")
+    write_experiment(tmp_path, changed=tmp_path / "new")
+    assert reads == ["new"]  # not the 5 others: a run's cost does not grow with the runs beside it
+    assert _columns(columns_file(tmp_path))[0] == {"model", "embedding_size", "hidden_size", "status"}
+    assert "Test/ndcg@10" in _columns(columns_file(tmp_path))[1]
+
+    import shutil
+    shutil.rmtree(tmp_path / "new")  # a deleted run leaves the columns
+    write_experiment(tmp_path, changed=tmp_path / "r0")
+    assert _columns(columns_file(tmp_path))[0] == {"model", "embedding_size", "status"}
+    (tmp_path / COLUMNS_DIR / ROWS_FILE).write_text("{cut short")  # unreadable: every run is read again
+    reads.clear()
+    write_experiment(tmp_path, changed=tmp_path / "r0")
+    assert sorted(reads) == [f"r{k}" for k in range(5)]
 
 
 def test_columns_show_identity_and_what_varies_model_first_never_constants():

@@ -12,6 +12,7 @@ calls, which live with the trainer (recrunner/trainer.py, families.py, trees.py)
 | models        | get_model's anomaly detection; KSR's dtype; torch_scatter    | speed; models that fail otherwise     |
 | tensorboard   | Trainer.__init__'s cwd-relative writer                       | one event file per run                |
 | evaluator     | Evaluator.evaluate keeps only means                          | per-user values for significance      |
-| dataset       | create_dataset's class choice; Dataset.build per run         | the shared data cache                 |
+| dataset       | create_dataset's class choice; Dataset.build per run; the    | the shared data cache, stored compact |
+|               | history lists data_augmentation fills                        |                                       |
 | torch_scatter | (KGIN, MCCLK) torch_scatter's scatter_mean, scatter_softmax  | no wheel for this torch on PyPI       |
 """

@@ -30,10 +30,15 @@ TAIL_COLUMNS = ("status", "error", "best_epoch", "epochs_trained", "epochs_to_be
                 "under_trained", "data_seconds", "train_seconds", "test_seconds", "seconds", "protocol")
 
 
+_READ = object()  # cell_row's default: read the record from run_dir
+
+
 def cell_row(cell_id: str, model: str, dataset: str, params: dict, swept, run_dir: Path | None,
-             error: str | None = None) -> dict:
-    """One results row from a cell's metrics.json (status pending when it has none yet)."""
-    record = RunRecord.read(run_dir) if run_dir is not None else None
+             error: str | None = None, record=_READ) -> dict:
+    """One results row from a cell's metrics.json (status pending when it has none yet); `record`:
+    that file already read (None: it has none)."""
+    if record is _READ:
+        record = RunRecord.read(run_dir) if run_dir is not None else None
     row = {"cell": cell_id, "model": model, "dataset": dataset}
     seed = record.seed if record and record.seed is not None else params.get("seed")
     row.update({name: params.get(name, seed if name == "seed" else None) for name in swept})

@@ -65,6 +65,24 @@ class SweepSummary:
         return 2 if self.usage_failures == self.counts["failed"] else 1  # only bad input: a usage error
 
 
+@dataclass
+class TableSchedule:
+    """When results.csv/.md are rewritten as cells finish: after a cell, unless the time since the
+    last rewrite is under `1 / share` times what that rewrite took. Rewriting then costs at most
+    about `share` of a sweep's time however many cells it has (a table of 800 rows takes longer
+    to write than one of 50); the sweep's end and an interruption always rewrite them."""
+
+    share: float = 0.1
+    last_end: float = float("-inf")
+    cost: float = 0.0
+
+    def due(self, now: float) -> bool:
+        return (now - self.last_end) * self.share >= self.cost
+
+    def written(self, started: float, ended: float) -> None:
+        self.last_end, self.cost = ended, ended - started
+
+
 def run_sweep(name: str, planned: list[PlannedCell], workspace: Workspace, options: SweepOptions,
               out: Callable[[str], None] = print, search=None) -> SweepSummary:
     """Run the planned cells; with `search` (recrunner.search.Search), also the trials it asks for."""
@@ -84,6 +102,9 @@ class _Sweep:
         self.warned: set[str] = set()  # protocol warnings already shown: once per sweep, not per cell
         self.tuning_warnings: list[str] = []  # models compared with less tuning (search.budget)
         self.total = len(planned)
+        self.records: dict[Path, RunRecord | None] = {}  # each cell's metrics.json, read when it changes
+        self.earlier: list[tuple[str, RunRecord, Path]] | None = None  # runs of earlier commands' other cells
+        self.tables = TableSchedule()
 
     # ---------------------------------------------------------------- the loop
     def run(self) -> SweepSummary:
@@ -198,7 +219,9 @@ class _Sweep:
             self._count("skipped" if result.get("skipped") else status.value)
         if not result.get("skipped"):
             self.durations.append(result.get("seconds") or 0.0)
-        self._write_tables()
+        self.records.pop(self.by_id[cell_id].run_dir, None)
+        if self.tables.due(time.monotonic()):
+            self._write_tables(hparams=False)  # each run has added its own HParams row
         self.out(self._progress_line(cell_id, result))
 
     def _search_has_more(self) -> bool:
@@ -261,25 +284,38 @@ class _Sweep:
         self._count("failed")
         self.summary.usage_failures += is_usage_error(error)
 
-    def _write_tables(self):
+    def _write_tables(self, hparams: bool = True):
+        """results.csv/.md from each cell's metrics.json, read once and again only when its cell
+        finishes; with `hparams`, the HParams columns of every run too (at the start and the end)."""
+        started = time.monotonic()
         rows = [cell_row(p.cell_id or f"{p.cell.dataset}/{p.cell.model}/(invalid)", p.cell.model, p.cell.dataset,
-                         dict(p.cell.params), self.swept, p.run_dir, error=p.error) for p in self.planned]
-        rows += self._earlier_rows()
+                         dict(p.cell.params), self.swept, p.run_dir, error=p.error, record=self._record(p.run_dir))
+                for p in self.planned]
+        if self.earlier is None:
+            self.earlier = self._earlier_runs()
+        rows += [cell_row(cell_id, record.model, record.dataset, record.params, self.swept, run_dir, record=record)
+                 for cell_id, record, run_dir in self.earlier]
         _, self.summary.results_md = write_results(self.sweep_dir, rows, self.swept, title=f"Sweep {self.name}")
         self.tuning_warnings = unequal(budgets(rows))
-        write_experiment(self.workspace.output_dir)
+        if hparams:
+            write_experiment(self.workspace.output_dir)
+        self.tables.written(started, time.monotonic())
 
-    def _earlier_rows(self) -> list[dict]:
+    def _record(self, run_dir: Path | None) -> RunRecord | None:
+        if run_dir is None:
+            return None
+        if run_dir not in self.records:
+            self.records[run_dir] = RunRecord.read(run_dir)
+        return self.records[run_dir]
+
+    def _earlier_runs(self) -> list[tuple[str, RunRecord, Path]]:
         """Runs in this sweep folder from earlier commands with other cells: their rows stay."""
         planned = {p.run_dir for p in self.planned if p.run_dir is not None}
-        rows = []
+        runs = []
         for path in sorted(self.sweep_dir.glob(f"*/*/*/{FILE_NAME}")):
-            if path.parent in planned:
-                continue
-            record = RunRecord.read(path) or RunRecord()
-            cell_id = "/".join(path.parent.parts[-3:])
-            rows.append(cell_row(cell_id, record.model, record.dataset, record.params, self.swept, path.parent))
-        return rows
+            if path.parent not in planned:
+                runs.append(("/".join(path.parent.parts[-3:]), RunRecord.read(path) or RunRecord(), path.parent))
+        return runs
 
     def _progress_line(self, cell_id, result) -> str:
         done = self.summary.counts

@@ -1,0 +1,220 @@
+"""The compact data cache: what it stores rebuilds exactly what RecBole built (recrunner.datacache)."""
+
+import numpy as np
+import pytest
+import torch
+
+from recrunner import Experiment, prepare, run_experiment
+from recrunner.datacache import compact, entry
+from tests.conftest import TINY_BPR, TINY_SASREC
+from tests.tiny_models import model_keys, tiny_params
+
+
+def _recbole_windows(source, ends, lengths, width):
+    """RecBole's own fill (SequentialDataset.data_augmentation), row by row."""
+    out = torch.zeros((len(ends), width, *source.shape[1:]), dtype=source.dtype)
+    for i, (end, length) in enumerate(zip(ends.tolist(), lengths.tolist())):
+        out[i][:length] = source[slice(end - length, end)]
+    return out
+
+
+@pytest.mark.parametrize("trailing", [(), (2,)])
+def test_history_windows_equal_recbole_s_row_by_row_fill(trailing):
+    generator = torch.Generator().manual_seed(0)
+    source = torch.randint(1, 100, (300, *trailing), generator=generator)
+    ends = torch.randint(0, 301, (500,), generator=generator)
+    lengths = torch.minimum(torch.randint(0, 9, (500,), generator=generator), ends)
+    expected = _recbole_windows(source, ends, lengths, 8)
+    assert torch.equal(compact.windows(source, ends, lengths, 8), expected)
+    assert torch.equal(compact.windows(source.float(), ends, lengths, 8), expected.float())
+
+
+def test_locate_finds_each_row_even_among_duplicates():
+    base = [np.array([3, 1, 3, 2, 1]), np.array([0.5, 0.1, 0.5, 0.2, 0.3], dtype=np.float32)]
+    part = [np.array([1, 3, 3, 2]), np.array([0.1, 0.5, 0.5, 0.2], dtype=np.float32)]
+    rows = compact.locate(compact.row_hash(base), compact.row_hash(part))
+    assert all(np.array_equal(b[rows], p) for b, p in zip(base, part))
+    assert compact.locate(compact.row_hash(base), compact.row_hash([np.array([9]), np.array([0.5], np.float32)])) is None
+
+
+def test_a_part_is_its_rows_of_the_base_and_what_no_recipe_gives_is_kept_whole():
+    base = {"user": torch.tensor([1, 1, 1, 2, 2]), "item": torch.tensor([5, 6, 7, 8, 9])}
+    order = [4, 0, 3, 1]
+    part = {"user": base["user"][order], "item": base["item"][order], "noise": torch.tensor([0.3, 0.1, 0.4, 0.1])}
+    recipe = compact.describe(part, base)
+    assert recipe.rows.tolist() == order and list(recipe.columns) == ["user", "item", "noise"]
+    assert recipe.columns["item"] == ("take",) and recipe.full_columns == ["noise"]
+    rebuilt = compact.rebuild(recipe, base)
+    assert all(torch.equal(rebuilt[k], part[k]) and rebuilt[k].dtype == part[k].dtype for k in part)
+    # a column that differs from the base in one value is stored as it is, never rebuilt wrong
+    part["item"] = part["item"].clone()
+    part["item"][2] = 99
+    recipe = compact.describe(part, base)
+    assert torch.equal(compact.rebuild(recipe, base)["item"], part["item"])
+
+
+def _sequential_part(items, ends, lengths, width):
+    base = {"user": torch.ones(len(items), dtype=torch.int64), "item": torch.tensor(items)}
+    ends, lengths = torch.tensor(ends), torch.tensor(lengths)
+    part = {"user": base["user"][ends], "item": base["item"][ends], "len": lengths,
+            "item_list": compact.windows(base["item"], ends, lengths, width)}
+    return base, part
+
+
+def test_sequential_rows_with_the_same_target_are_told_apart_by_their_history():
+    # item 4 twice in a row: two rows with the same target, told apart by the last item of their history
+    base, part = _sequential_part([3, 4, 4, 5], ends=[3, 1, 2], lengths=[2, 1, 2], width=2)
+    recipe = compact.describe(part, base, window_sources={"item_list": "item"}, length_field="len")
+    assert recipe.full_columns == [] and recipe.columns["item_list"] == ("window", "item", 2)
+    assert recipe.rows.tolist() == [3, 1, 2]
+    rebuilt = compact.rebuild(recipe, base)
+    assert all(torch.equal(rebuilt[k], part[k]) for k in part)
+    # three in a row (same user, item and time) cannot be told apart by that key: the rows are then
+    # stored whole, and still come back exact
+    base, part = _sequential_part([3, 4, 4, 4, 5], ends=[1, 2, 3, 4], lengths=[1, 2, 2, 2], width=2)
+    recipe = compact.describe(part, base, window_sources={"item_list": "item"}, length_field="len")
+    assert recipe.full_columns and all(torch.equal(compact.rebuild(recipe, base)[k], part[k]) for k in part)
+
+
+def test_entry_files_round_trip_narrowed_integers_and_refuse_damage(tmp_path):
+    arrays = [np.arange(1000, dtype=np.int64), np.array([-5, 70000]), np.linspace(0, 1, 7, dtype=np.float32),
+              np.array([2**40, 1]), np.zeros((0, 3), dtype=np.int64), np.array([True, False])]
+    path = tmp_path / "e.entry"
+    size = entry.write(path, {"about": "x"}, {"any": "payload"}, arrays)
+    assert path.stat().st_size == size < 1000 * 8  # the first array is stored in 2 bytes a value
+    header, payload, back = entry.read(path)
+    assert header == {"about": "x"} and payload == {"any": "payload"}
+    for a, b in zip(arrays, back):
+        assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
+    path.write_bytes(path.read_bytes()[:-100])
+    with pytest.raises(entry.EntryError):
+        entry.read(path)
+    (tmp_path / "old.pkl").write_bytes(b"\x80\x05old pickle")
+    with pytest.raises(entry.EntryError):
+        entry.read_header(tmp_path / "old.pkl")
+
+
+KINDS = {  # dataset kind -> (model, settings)
+    "sequential, augmented": ("SASRec", TINY_SASREC),
+    "general": ("BPR", TINY_BPR),
+    "context-aware, with user and item features": ("DeepFM", tiny_params("DeepFM", model_keys("DeepFM"))),
+    "knowledge-aware": ("CKE", tiny_params("CKE", model_keys("CKE"))),
+    "sequential with features": ("DIN", tiny_params("DIN", model_keys("DIN"))),
+}
+
+
+def _equal_interactions(a, b, what):
+    assert list(a.interaction) == list(b.interaction), what
+    for key in a.interaction:
+        x, y = a.interaction[key], b.interaction[key]
+        assert x.dtype == y.dtype and x.shape == y.shape and torch.equal(x, y), f"{what}: {key}"
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_an_entry_gives_back_exactly_what_recbole_built(kind, workspace):
+    from recbole.data.interaction import Interaction
+
+    from recrunner import datacache
+    from recrunner.seams.dataset import history_base
+
+    model, params = KINDS[kind]
+    config = prepare(Experiment(model, "ml-100k", params), workspace).config
+    dataset = datacache._dataset(config)
+    inter = dataset.inter_feat
+    built = datacache._prepared(config, dataset, split_only=True)
+    path = workspace.output_dir / "entry"
+    workspace.output_dir.mkdir(parents=True)
+    size = datacache._write(path, datacache.description(config), dataset, built, history_base(dataset, inter))
+    back_dataset, back_built = datacache._read(path)
+    assert "_build" in vars(back_dataset.inter_feat)  # not rebuilt until something reads it
+    assert len(back_dataset.inter_feat) == len(dataset.inter_feat) and "_build" in vars(back_dataset.inter_feat)
+
+    features = [name for name, value in vars(dataset).items() if isinstance(value, Interaction)]
+    if kind.startswith("context"):
+        assert {"user_feat", "item_feat"} <= set(features)
+    if kind.startswith("knowledge"):
+        assert "kg_feat" in features
+    for original, back, what in zip((dataset, *built), (back_dataset, *back_built), ("dataset", "train", "valid", "test")):
+        assert type(original) is type(back) and set(vars(original)) == set(vars(back))
+        for name in features:
+            _equal_interactions(getattr(original, name), getattr(back, name), f"{kind} {what} {name}")
+        for name, value in vars(original).items():
+            if name not in ("config", "logger"):
+                assert _same(value, getattr(back, name)), f"{kind} {what} {name}"
+    assert back_built[0].field2id_token is back_dataset.field2id_token  # the id maps are stored once
+    import pickle
+    assert _same(dataset.inter_feat, pickle.loads(pickle.dumps(back_dataset.inter_feat)))  # pickles as itself
+    if kind.startswith("sequential, augmented"):  # the histories are rebuilt, not stored
+        header = entry.read_header(path)
+        assert header["stored_whole"] == [] and size < 0.2 * _pickled_size(dataset, built)
+
+
+def _same(a, b) -> bool:
+    """Deep equality of dataset attributes: dicts, sequences, arrays, tensors, Interactions."""
+    from recbole.data.interaction import Interaction
+
+    if isinstance(a, Interaction):  # the whole dataset's comes back as a LazyInteraction
+        return isinstance(b, Interaction) and len(a) == len(b) and _same(a.interaction, b.interaction)
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, torch.Tensor):
+        return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b))
+    return a == b
+
+
+def _pickled_size(dataset, built) -> int:
+    import pickle
+
+    return len(pickle.dumps((dataset, built), protocol=pickle.HIGHEST_PROTOCOL))
+
+
+@pytest.mark.parametrize("kind", ["sequential, augmented", "general", "context-aware, with user and item features",
+                                  "knowledge-aware"])
+def test_a_run_from_the_cache_scores_what_a_run_without_it_scores(kind, workspace):
+    model, params = KINDS[kind]
+    params = {**params, "epochs": 1}
+    fresh = run_experiment(Experiment(model, "ml-100k", {**params, "data_cache": False}), workspace, console=False)
+    built = run_experiment(Experiment(model, "ml-100k", params), workspace, console=False, restart=True)
+    cached = run_experiment(Experiment(model, "ml-100k", params), workspace, console=False, restart=True)
+    log = (cached.run_dir / "run.log").read_text()
+    assert "data cache: reusing" in log
+    for result in (built, cached):
+        assert result.status == "ok"
+        assert result.best_valid == pytest.approx(fresh.best_valid, abs=0)
+        assert result.test == pytest.approx(fresh.test, abs=0)
+
+
+def test_cache_list_shows_sizes_and_prune_removes_entries_whose_files_changed(workspace, capsys):
+    from recrunner.datacache import load_data
+    from recrunner.datacache.store import CachedEntry, prune_reason
+    from tests.conftest import run_cli
+
+    folder = workspace.data_path / "tiny"
+    folder.mkdir()
+    lines = ["user_id:token\titem_id:token\ttimestamp:float"] + \
+        [f"u{u}\ti{(u * 7 + k) % 13}\t{k}" for u in range(6) for k in range(8)]
+    (folder / "tiny.inter").write_text("\n".join(lines) + "\n")
+    config = prepare(Experiment("Pop", "tiny", {"user_inter_num_interval": None}), workspace).config
+    load_data(config, workspace.cache_dir)
+    output = ["--output", str(workspace.output_dir)]
+    code, out, _ = run_cli(capsys, ["cache", "list", *output])
+    assert code == 0 and "1 entry" in out and "tiny" in out and "current" in out and "Dataset" in out
+
+    (folder / "tiny.inter").write_text("\n".join(lines[:-8]) + "\n")  # the source changed: no run asks for it again
+    code, out, _ = run_cli(capsys, ["cache", "list", *output])
+    assert "stale: the files in" in out and "1 stale" in out
+    code, out, _ = run_cli(capsys, ["cache", "prune", *output])
+    assert code == 0 and "removed 1 entry" in out and not list(workspace.cache_dir.glob("*.entry"))
+    code, out, _ = run_cli(capsys, ["cache", "prune", "--unused-days", "x", *output])
+    assert code == 2
+
+    entry_ = CachedEntry(workspace.cache_dir / "x.entry", 10, last_used=0.0, header={}, stale=None)
+    assert prune_reason(entry_, everything=False, unused_days=None, now=10 * 86400) is None
+    assert prune_reason(entry_, everything=False, unused_days=9, now=10 * 86400) == "unused for 10 days"
+    assert prune_reason(entry_, everything=True, unused_days=None, now=0) == "--all"
