@@ -2,6 +2,7 @@
 
     python bench/bench_scale.py sweeps [--cells 50 200 800]        # per-cell overhead, TensorBoard listing
     python bench/bench_scale.py data [--interactions 1000000 5000000 20000000] [--models SASRec BPR]
+                                     [--train 5000000] [--memory-gb 23]
 
 sweeps: sweeps of N trivial cells (Pop on ml-100k, one per learning rate, which Pop ignores; one
 worker) from an empty
@@ -16,7 +17,11 @@ data: for each N, `bench/make_synthetic.py`'s dataset of N interactions, preproc
 (its dataset class: sequential with augmentation, or general) in a fresh process each:
 plain RecBole (`data_preparation(config, create_dataset(config))`), recrunner with a cold cache
 (the same, plus writing the entry) and with a warm one (reading it); seconds and peak resident
-memory (VmHWM) of each.
+memory (VmHWM) of each. Every child runs under an address-space limit of --memory-gb (this machine's
+24 GiB less what the system holds), so a build that needs more fails with MemoryError instead of
+bringing the machine down; the table says so. Then, for the sizes in --train, one epoch of a
+small SASRec and of BPR through `run_experiments.py` (validation before and after it, the test),
+reading the entry the warm runs left: wall time, training seconds, peak resident memory.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -127,12 +133,48 @@ SETTINGS = {  # what decides preprocessing cost: the history length of sequentia
 }
 
 
-def preprocess(mode: str, model: str, dataset: str, data_path: Path, output: Path) -> dict:
+def _limit(gb: float):
+    """The child's address space capped at `gb` (a MemoryError past it, not the OOM killer)."""
+    import resource
+
+    def apply():
+        limit = int(gb * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    return apply
+
+
+def preprocess(mode: str, model: str, dataset: str, data_path: Path, output: Path, memory_gb: float) -> dict:
     run = subprocess.run([sys.executable, "-c", CHILD, mode, model, dataset, str(data_path), str(output), str(REPO),
-                          json.dumps(SETTINGS.get(model, {}))], capture_output=True, text=True)
+                          json.dumps(SETTINGS.get(model, {}))], capture_output=True, text=True,
+                         preexec_fn=_limit(memory_gb))
     if run.returncode != 0:
         return {"seconds": float("nan"), "peak_gb": float("nan"), "error": run.stderr.strip().splitlines()[-1:]}
     return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+TRAIN = {  # small models: what one epoch on a large dataset costs around them, not the model itself
+    "SASRec": ["hidden_size=32", "inner_size=64", "n_layers=1", "n_heads=1", "train_batch_size=4096"],
+    "BPR": ["embedding_size=32", "train_batch_size=4096"],
+}
+
+
+def train_epoch(model: str, dataset: str, data_path: Path, output: Path, memory_gb: float) -> dict:
+    """One epoch through the CLI (the entry of the warm runs is read): wall, training seconds, peak RSS."""
+    settings = [f"{key}={json.dumps(value)}" for key, value in SETTINGS.get(model, {}).items()]
+    command = [sys.executable, str(REPO / "run_experiments.py"), "--model", model, "--dataset", dataset,
+               "--data-path", str(data_path), "--output", str(output), "--quiet",
+               "--set", "epochs=1", "eval_batch_size=8192", *TRAIN[model], *settings]
+    started = time.perf_counter()
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             preexec_fn=_limit(memory_gb))
+    log = child.stdout.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - started
+    records = sorted(output.glob(f"{dataset}/{model}/*/metrics.json"), key=lambda p: p.stat().st_mtime)
+    record = json.loads(records[-1].read_text()) if records else {}
+    return {"wall": wall, "train": record.get("train_seconds"), "data": record.get("data_seconds"),
+            "status": record.get("status", f"exit {os.waitstatus_to_exitcode(status)}"),
+            "peak_gb": usage.ru_maxrss / 2**20, "log": log.strip().splitlines()[-1:]}
 
 
 def data(args) -> None:
@@ -141,15 +183,19 @@ def data(args) -> None:
     print("| interactions | model | plain RecBole | peak | recrunner, cold cache | peak | recrunner, warm cache "
           "| peak | entry |")
     print("|---|---|---|---|---|---|---|---|---|")
+    trained = []
     with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
         for n in args.interactions:
             name = name_for(n)
-            write(synthesize(n), Path(tmp) / "data", name)
+            started = time.perf_counter()
+            source = write(synthesize(n), Path(tmp) / "data", name)
+            print(f"{source.name}: {source.stat().st_size / 1e6:.0f} MB written in {time.perf_counter() - started:.0f} s",
+                  flush=True)
             for model in args.models:
                 output = Path(tmp) / f"runs-{name}-{model}"
-                plain = preprocess("recbole", model, name, Path(tmp) / "data", output)
-                cold = preprocess("recrunner", model, name, Path(tmp) / "data", output)
-                warm = preprocess("recrunner", model, name, Path(tmp) / "data", output)
+                plain = preprocess("recbole", model, name, Path(tmp) / "data", output, args.memory_gb)
+                cold = preprocess("recrunner", model, name, Path(tmp) / "data", output, args.memory_gb)
+                warm = preprocess("recrunner", model, name, Path(tmp) / "data", output, args.memory_gb)
                 size = sum(p.stat().st_size for p in (output / ".cache" / "data").glob("*.entry"))
                 print(f"| {n:,} | {model} | {plain['seconds']:.1f} s | {plain['peak_gb']:.2f} GB "
                       f"| {cold['seconds']:.1f} s | {cold['peak_gb']:.2f} GB | {warm['seconds']:.2f} s "
@@ -157,6 +203,20 @@ def data(args) -> None:
                 for what, result in (("plain", plain), ("cold", cold), ("warm", warm)):
                     if "error" in result:
                         print(f"  {what}: {result['error']}")
+                if n in args.train:
+                    result = train_epoch(model, name, Path(tmp) / "data", output, args.memory_gb)
+                    trained.append((n, model, result))
+                    print(f"  one epoch of {model}: {result}", flush=True)
+            for model in args.models:
+                shutil.rmtree(Path(tmp) / f"runs-{name}-{model}", ignore_errors=True)  # the disk is not endless
+            shutil.rmtree(Path(tmp) / "data" / name)
+    if trained:
+        print("\n| interactions | model | one epoch (train) | whole run (wall) | peak | status |\n|---|---|---|---|---|---|")
+        for n, model, result in trained:
+            print(f"| {n:,} | {model} | {result['train'] or float('nan'):.0f} s | {result['wall']:.0f} s "
+                  f"| {result['peak_gb']:.2f} GB | {result['status']} |")
+            if result["status"] != "ok":
+                print(f"  {result['log']}")
 
 
 def main() -> None:
@@ -167,6 +227,9 @@ def main() -> None:
     data_parser = parts.add_parser("data")
     data_parser.add_argument("--interactions", type=int, nargs="+", default=[1_000_000, 5_000_000, 20_000_000])
     data_parser.add_argument("--models", nargs="+", default=["SASRec", "BPR"])
+    data_parser.add_argument("--train", type=int, nargs="*", default=[5_000_000],
+                             help="sizes at which one epoch of each model is trained")
+    data_parser.add_argument("--memory-gb", type=float, default=23.0, help="address-space limit of every child")
     data_parser.add_argument("--tmp", default=os.environ.get("TMPDIR"), help="where the datasets are written")
     args = parser.parse_args()
     sweeps(args) if args.part == "sweeps" else data(args)

@@ -34,7 +34,8 @@ from .rundir import RunPaths, write_config
 from .runlog import run_logging
 from .seams.models import model_class as recbole_model_class
 from .seams.models import repair_model
-from .tensorboard import RunWriter, write_experiment
+from .hparams_columns import write_experiment
+from .tensorboard import RunWriter
 
 __all__ = ["Experiment", "PreparedRun", "RunResult", "Workspace", "prepare", "run_experiment"]
 

@@ -59,7 +59,8 @@ def read_hparams(run_dir: Path) -> dict:
     """A run's hparams row (values, status) and the columns TensorBoard shows for its output folder."""
     from tensorboard.plugins.hparams import metadata
 
-    from recrunner.tensorboard import HPARAMS_FILE, columns_file, read_session
+    from recrunner.hparams_columns import columns_file
+    from recrunner.tensorboard import HPARAMS_FILE, read_session
 
     hparams, status = read_session(run_dir / HPARAMS_FILE)
     columns, metric_tags = [], []

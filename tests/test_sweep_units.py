@@ -113,6 +113,30 @@ def test_record_ignores_a_line_cut_short_and_claims_under_a_lock(tmp_path):
     assert record.states()["a"].state == "running"
 
 
+def test_record_reads_each_line_once_and_sees_other_writers_and_a_restart(tmp_path, monkeypatch):
+    path = tmp_path / "sweep.jsonl"
+    mine, other = SweepRecord(path, owner="host:1"), SweepRecord(path, owner="host:2")
+    for cell in "abc":
+        mine.append(cell, "pending")
+    assert set(mine.states()) == {"a", "b", "c"}
+    other.append("a", "running")
+    with open(path, "ab") as f:
+        f.write(b'{"t": 3, "cell": "b", "state": "ok"')  # a writer still (or never) finishing its line
+    folded = []
+    monkeypatch.setattr("recrunner.sweep.record.fold", lambda lines, cells=None: folded.extend(lines) or fold(lines, cells))
+    states = mine.states()
+    assert [line["cell"] for line in folded] == ["a"]  # only what was appended since the last read
+    assert states["a"] == CellState(state="running", owner="host:2", seen=states["a"].seen)
+    assert states["b"].state == "pending"
+    other.append("c", "failed", error="boom")  # ends the cut line: the fragment is dropped, this one kept
+    assert mine.states()["c"].failures == 1 and mine.states()["b"].state == "pending"
+    assert mine.states() == SweepRecord(path).states()  # the same as reading the whole file
+    path.unlink()  # --restart
+    assert mine.states() == {}
+    other.append("z", "pending")
+    assert set(mine.states()) == {"z"}
+
+
 def test_a_dead_worker_is_named_with_its_signal():
     assert died(-signal.SIGKILL) == "worker process killed by SIGKILL (out of memory? the kernel's OOM killer sends SIGKILL)"
     assert died(-signal.SIGSEGV) == "worker process killed by SIGSEGV"

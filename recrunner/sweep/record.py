@@ -5,7 +5,8 @@
 States: pending, running (then heartbeat lines while it runs), ok, failed (with error),
 interrupted. The current state of a cell is the fold of its lines (`fold`, pure); each line is
 written by one `os.write` on an O_APPEND file, so lines of parallel writers never interleave, and
-a line cut short by a kill is ignored. Claiming a cell happens under an exclusive file lock, so two
+a line cut short by a kill is ignored. A `SweepRecord` reads each line once: later reads fold only
+the bytes appended since (so a claim costs the same in the 800th cell as in the first). Claiming a cell happens under an exclusive file lock, so two
 sweep processes on the same folder never run the same cell.
 """
 
@@ -36,9 +37,10 @@ class CellState:
         self.state = Status(self.state)  # the record's lines hold the status as text
 
 
-def fold(lines) -> dict[str, CellState]:
-    """Each cell's current state from the record's lines, oldest first (pure)."""
-    cells: dict[str, CellState] = {}
+def fold(lines, cells: dict[str, CellState] | None = None) -> dict[str, CellState]:
+    """Each cell's current state from the record's lines, oldest first (pure but for `cells`: the
+    states folded from the lines before these, updated in place)."""
+    cells = {} if cells is None else cells
     for line in lines:
         cell = cells.setdefault(line["cell"], CellState())
         state = line["state"]
@@ -100,22 +102,28 @@ class SweepRecord:
     def __init__(self, path: Path, owner: str | None = None):
         self.path = Path(path)
         self.owner = owner or make_owner()
-
-    def lines(self) -> list[dict]:
-        if not self.path.exists():
-            return []
-        lines = []
-        for raw in self.path.read_bytes().split(b"\n"):
-            try:
-                line = json.loads(raw)
-            except ValueError:
-                continue  # empty, or cut short by a kill
-            if isinstance(line, dict) and "cell" in line and "state" in line:
-                lines.append(line)
-        return lines
+        self._file: tuple | None = None  # (device, inode, first bytes) of the file folded so far
+        self._offset = 0                           # bytes of it folded: whole lines only
+        self._cells: dict[str, CellState] = {}
 
     def states(self) -> dict[str, CellState]:
-        return fold(self.lines())
+        """Each cell's current state, folding only the lines appended since the last call (the
+        whole file again when it was replaced or cut, e.g. by `--restart`)."""
+        try:
+            with open(self.path, "rb") as handle:
+                info = os.fstat(handle.fileno())
+                identity = (info.st_dev, info.st_ino, handle.read(64))  # a new file may reuse an inode
+                if self._file != identity or info.st_size < self._offset:
+                    self._file, self._offset, self._cells = identity, 0, {}
+                handle.seek(self._offset)
+                new = handle.read()
+        except FileNotFoundError:
+            self._file, self._offset, self._cells = None, 0, {}
+            return {}
+        whole = new.rfind(b"\n") + 1  # a last line still being written is read next time
+        self._offset += whole
+        fold(_parse(new[:whole]), self._cells)
+        return dict(self._cells)
 
     def append(self, cell: str, state: str, **fields) -> None:
         line = {"t": round(time.time(), 3), "cell": cell, "state": state, "owner": self.owner, **fields}
@@ -140,3 +148,16 @@ class SweepRecord:
             if decision in ("run", "reclaim"):
                 self.append(cell, Status.RUNNING, reclaimed_from=state.owner if decision == "reclaim" else None)
             return decision
+
+
+def _parse(data: bytes) -> list[dict]:
+    """The record's lines in `data`, leaving out empty ones and any a kill cut short."""
+    lines = []
+    for raw in data.split(b"\n"):
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue  # empty, or cut short by a kill
+        if isinstance(line, dict) and "cell" in line and "state" in line:
+            lines.append(line)
+    return lines

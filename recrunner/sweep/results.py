@@ -1,7 +1,8 @@
 """The sweep's tables: results.csv (a row per cell) and results.md (model x dataset, per metric).
 
 Rows come from each cell's metrics.json and the sweep's list of cells, never from appending, so
-a killed sweep cannot leave a row twice. Both files are rewritten (atomically) after every cell.
+a killed sweep cannot leave a row twice. Both files are rewritten whole (atomically), as cells
+finish (at the rate `runner.TableSchedule` allows) and at the sweep's end.
 
 results.md reports, for each model and dataset, the configuration with the best mean validation
 score over its seeds (selection on validation, never on test), and its test metrics as
