@@ -170,7 +170,7 @@ def train_epoch(model: str, dataset: str, data_path: Path, output: Path, memory_
     log = child.stdout.read()
     _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - started
-    records = sorted(output.glob(f"{dataset}/{model}/*/metrics.json"), key=lambda p: p.stat().st_mtime)
+    records = sorted(output.glob(f"*/{dataset}/{model}/*/metrics.json"), key=lambda p: p.stat().st_mtime)
     record = json.loads(records[-1].read_text()) if records else {}
     return {"wall": wall, "train": record.get("train_seconds"), "data": record.get("data_seconds"),
             "status": record.get("status", f"exit {os.waitstatus_to_exitcode(status)}"),
@@ -195,7 +195,8 @@ def data(args) -> None:
                 output = Path(tmp) / f"runs-{name}-{model}"
                 plain = preprocess("recbole", model, name, Path(tmp) / "data", output, args.memory_gb)
                 cold = preprocess("recrunner", model, name, Path(tmp) / "data", output, args.memory_gb)
-                warm = preprocess("recrunner", model, name, Path(tmp) / "data", output, args.memory_gb)
+                warm = preprocess("recrunner", model, name, Path(tmp) / "data", output, args.memory_gb) \
+                    if "error" not in cold else {"seconds": float("nan"), "peak_gb": float("nan")}  # no entry to read
                 size = sum(p.stat().st_size for p in (output / ".cache" / "data").glob("*.entry"))
                 print(f"| {n:,} | {model} | {plain['seconds']:.1f} s | {plain['peak_gb']:.2f} GB "
                       f"| {cold['seconds']:.1f} s | {cold['peak_gb']:.2f} GB | {warm['seconds']:.2f} s "
