@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from . import tensorboard
 from .rundir import file_lock, write_text_atomic
 from .tensorboard import HPARAMS_FILE, hparam_value, plugin_summary, write_event_file
 
@@ -250,11 +251,10 @@ def _row(session_file: Path) -> dict:
     """A run's row: the hparams of its session file, the metric columns of its metrics.json."""
     from . import tags
     from .record import RunRecord
-    from .tensorboard import read_session
 
     recorded = RunRecord.read(session_file.parent) or RunRecord()
     metrics = sorted(tags.hparam_metrics(set(recorded.best_valid) | set(recorded.test)))
-    return {"hparams": read_session(session_file)[0], "metrics": metrics}
+    return {"hparams": tensorboard.read_session(session_file)[0], "metrics": metrics}
 
 
 def _session_files(logdir: Path, under: Path) -> list[Path]:

@@ -6,8 +6,9 @@ States: pending, running (then heartbeat lines while it runs), ok, failed (with 
 interrupted. The current state of a cell is the fold of its lines (`fold`, pure); each line is
 written by one `os.write` on an O_APPEND file, so lines of parallel writers never interleave, and
 a line cut short by a kill is ignored. A `SweepRecord` reads each line once: later reads fold only
-the bytes appended since (so a claim costs the same in the 800th cell as in the first). Claiming a cell happens under an exclusive file lock, so two
-sweep processes on the same folder never run the same cell.
+the bytes appended since (so a claim costs the same in the 800th cell as in the first). Claiming
+a cell happens under an exclusive file lock, so two sweep processes on the same folder never run
+the same cell.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ class SweepRecord:
         self.path = Path(path)
         self.owner = owner or make_owner()
         self._file: tuple | None = None  # (device, inode, first bytes) of the file folded so far
-        self._offset = 0                           # bytes of it folded: whole lines only
+        self._offset = 0                 # bytes of it folded: whole lines only
         self._cells: dict[str, CellState] = {}
 
     def states(self) -> dict[str, CellState]:
