@@ -3,6 +3,8 @@
 For each case (a model, which decides the dataset class, on a dataset, with recrunner's
 configuration), in one process:
 - plain RecBole: `create_dataset` then `dataset.build()`, what every run repeats without a cache;
+  then recrunner's build of the same (`datacache._split`: a sequential dataset augmented by
+  seams.augmentation), checked equal to RecBole's, column by column;
 - the previous cache (format 1): the built objects pickled whole, its size and load time (median of 3
   processes);
 - the compact entry (recrunner.datacache): its size, the time to write it, and the median of 5
@@ -31,16 +33,27 @@ DEFAULT_CASES = ["ml-1m:SASRec", "ml-1m:BPR", "ml-1m:DeepFM", "Amazon_Beauty:SAS
 def measure(model: str, dataset: str, data_path: Path, workdir: Path) -> dict:
     import torch
 
+    from recbole.utils import init_seed
+
     from recrunner import Experiment, Workspace, datacache, prepare
-    from recrunner.seams.dataset import history_base
 
     workspace = Workspace(output_dir=workdir / "runs", data_path=data_path, config_dir=REPO / "configs")
     config = prepare(Experiment(model, dataset, {}), workspace).config
+    init_seed(config["seed"], config["reproducibility"])
+    started = time.perf_counter()
+    plain = datacache._dataset(config)
+    plain_built = plain.build()  # RecBole's own, the reference
+    build_seconds = time.perf_counter() - started
+
+    init_seed(config["seed"], config["reproducibility"])  # the same random split, if the order is random
     started = time.perf_counter()
     built_dataset = datacache._dataset(config)
-    inter = built_dataset.inter_feat
-    built = datacache._prepared(config, built_dataset, split_only=True)
-    build_seconds = time.perf_counter() - started
+    built, base = datacache._split(config, built_dataset)  # recrunner's (seams.augmentation)
+    split_seconds = time.perf_counter() - started
+    for original, part in zip((plain, *plain_built), (built_dataset, *built)):
+        for key, value in original.inter_feat.interaction.items():
+            assert torch.equal(value, part.inter_feat.interaction[key]), f"{dataset} {model}: {key} built differently"
+    del plain, plain_built
 
     old_path = workdir / f"{dataset}-{model}.pkl"  # the previous cache: (dataset, built) pickled whole
     with open(old_path, "wb") as f:
@@ -51,8 +64,7 @@ def measure(model: str, dataset: str, data_path: Path, workdir: Path) -> dict:
 
     path = workdir / f"{dataset}-{model}.entry"
     started = time.perf_counter()
-    size = datacache._write(path, datacache.description(config), built_dataset, built,
-                            history_base(built_dataset, inter))
+    size = datacache._write(path, datacache.description(config), built_dataset, built, base)
     write_seconds = time.perf_counter() - started
     loads = [_load_in_a_fresh_process(path) for _ in range(5)]
     back_dataset, back_built = datacache._read(path)
@@ -61,8 +73,8 @@ def measure(model: str, dataset: str, data_path: Path, workdir: Path) -> dict:
             assert torch.equal(value, back.inter_feat.interaction[key]), f"{dataset} {model}: {key} differs"
     source = sum(size for _, size, _ in datacache.folder_fingerprint(Path(config["data_path"])))
     return {"case": f"{dataset} {model}", "class": type(built_dataset).__name__, "rows": built_dataset.inter_num,
-            "source": source, "build": build_seconds, "old_bytes": old_bytes, "old_load": old_load,
-            "bytes": size, "write": write_seconds, "load": statistics.median(loads)}
+            "source": source, "build": build_seconds, "split": split_seconds, "old_bytes": old_bytes,
+            "old_load": old_load, "bytes": size, "write": write_seconds, "load": statistics.median(loads)}
 
 
 def _load_in_a_fresh_process(path: Path, how: str = "entry") -> float:
@@ -77,12 +89,14 @@ def _load_in_a_fresh_process(path: Path, how: str = "entry") -> float:
 
 
 def render(rows: list[dict]) -> str:
-    head = ("| case | dataset class | interactions | source | plain RecBole build | previous cache | its load "
-            "| compact entry | x source | write | load (median of 5 processes) | load vs build | size vs previous |")
+    head = ("| case | dataset class | interactions | source | plain RecBole build | recrunner's | previous cache "
+            "| its load | compact entry | x source | write | load (median of 5 processes) | load vs build "
+            "| size vs previous |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         lines.append(
             f"| {r['case']} | {r['class']} | {r['rows']:,} | {r['source'] / 1e6:.1f} MB | {r['build']:.1f} s "
+            f"| {r['split']:.1f} s "
             f"| {r['old_bytes'] / 1e6:.0f} MB | {r['old_load']:.2f} s | {r['bytes'] / 1e6:.1f} MB "
             f"| {r['bytes'] / r['source']:.2f}x | {r['write']:.1f} s | {r['load']:.2f} s "
             f"| {r['build'] / r['load']:.0f}x faster | {r['old_bytes'] / r['bytes']:.0f}x smaller |")

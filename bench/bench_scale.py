@@ -2,7 +2,7 @@
 
     python bench/bench_scale.py sweeps [--cells 50 200 800]        # per-cell overhead, TensorBoard listing
     python bench/bench_scale.py data [--interactions 1000000 5000000 20000000] [--models SASRec BPR]
-                                     [--train 5000000] [--memory-gb 23]
+                                     [--train 5000000] [--train-minutes SASRec=10] [--memory-gb 23]
 
 sweeps: sweeps of N trivial cells (Pop on ml-100k, one per learning rate, which Pop ignores; one
 worker) from an empty
@@ -21,7 +21,9 @@ memory (VmHWM) of each. Every child runs under an address-space limit of --memor
 24 GiB less what the system holds), so a build that needs more fails with MemoryError instead of
 bringing the machine down; the table says so. Then, for the sizes in --train, one epoch of a
 small SASRec and of BPR through `run_experiments.py` (validation before and after it, the test),
-reading the entry the warm runs left: wall time, training seconds, peak resident memory.
+reading the entry the warm runs left: wall time, training seconds, peak resident memory. An epoch
+that would take hours on this CPU (SASRec's at 20M) can be cut short with --train-minutes: the run
+is interrupted as Ctrl-C would, and its last progress line gives the batches per second.
 """
 
 from __future__ import annotations
@@ -30,10 +32,12 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -158,23 +162,34 @@ TRAIN = {  # small models: what one epoch on a large dataset costs around them, 
 }
 
 
-def train_epoch(model: str, dataset: str, data_path: Path, output: Path, memory_gb: float) -> dict:
-    """One epoch through the CLI (the entry of the warm runs is read): wall, training seconds, peak RSS."""
+def train_epoch(model: str, dataset: str, data_path: Path, output: Path, memory_gb: float,
+                minutes: float | None = None) -> dict:
+    """One epoch through the CLI (the entry of the warm runs is read): wall, training seconds, peak RSS.
+    With `minutes`, the run is interrupted (SIGINT, as Ctrl-C) after that long; `progress` is then its
+    last progress line (batches done, batches per second)."""
     settings = [f"{key}={json.dumps(value)}" for key, value in SETTINGS.get(model, {}).items()]
     command = [sys.executable, str(REPO / "run_experiments.py"), "--model", model, "--dataset", dataset,
                "--data-path", str(data_path), "--output", str(output), "--quiet",
-               "--set", "epochs=1", "eval_batch_size=8192", *TRAIN[model], *settings]
+               "--set", "epochs=1", "eval_batch_size=8192", "progress_every=30", *TRAIN[model], *settings]
     started = time.perf_counter()
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              preexec_fn=_limit(memory_gb))
+    timer = threading.Timer(minutes * 60, child.send_signal, [signal.SIGINT]) if minutes else None
+    if timer is not None:
+        timer.start()
     log = child.stdout.read()
     _, status, usage = os.wait4(child.pid, 0)
+    if timer is not None:
+        timer.cancel()
     wall = time.perf_counter() - started
     records = sorted(output.glob(f"*/{dataset}/{model}/*/metrics.json"), key=lambda p: p.stat().st_mtime)
     record = json.loads(records[-1].read_text()) if records else {}
+    logs = sorted(output.glob(f"*/{dataset}/{model}/*/run.log"), key=lambda p: p.stat().st_mtime)
+    progress = [line for line in (logs[-1].read_text().splitlines() if logs else []) if "batch/s" in line]
     return {"wall": wall, "train": record.get("train_seconds"), "data": record.get("data_seconds"),
             "status": record.get("status", f"exit {os.waitstatus_to_exitcode(status)}"),
-            "peak_gb": usage.ru_maxrss / 2**20, "log": log.strip().splitlines()[-1:]}
+            "peak_gb": usage.ru_maxrss / 2**20, "log": log.strip().splitlines()[-1:],
+            "progress": progress[-1][progress[-1].find("epoch "):] if progress else None}
 
 
 def data(args) -> None:
@@ -205,7 +220,8 @@ def data(args) -> None:
                     if "error" in result:
                         print(f"  {what}: {result['error']}")
                 if n in args.train:
-                    result = train_epoch(model, name, Path(tmp) / "data", output, args.memory_gb)
+                    minutes = args.train_minutes.get(model)
+                    result = train_epoch(model, name, Path(tmp) / "data", output, args.memory_gb, minutes)
                     trained.append((n, model, result))
                     print(f"  one epoch of {model}: {result}", flush=True)
             for model in args.models:
@@ -218,6 +234,8 @@ def data(args) -> None:
                   f"| {result['peak_gb']:.2f} GB | {result['status']} |")
             if result["status"] != "ok":
                 print(f"  {result['log']}")
+            if result["progress"]:
+                print(f"  last progress line: {result['progress']}")
 
 
 def main() -> None:
@@ -230,9 +248,14 @@ def main() -> None:
     data_parser.add_argument("--models", nargs="+", default=["SASRec", "BPR"])
     data_parser.add_argument("--train", type=int, nargs="*", default=[5_000_000],
                              help="sizes at which one epoch of each model is trained")
+    data_parser.add_argument("--train-minutes", nargs="*", default=[], metavar="MODEL=MINUTES",
+                             help="interrupt that model's training run after so many minutes (an epoch that "
+                                  "would take hours): its peak memory and batches per second")
     data_parser.add_argument("--memory-gb", type=float, default=23.0, help="address-space limit of every child")
     data_parser.add_argument("--tmp", default=os.environ.get("TMPDIR"), help="where the datasets are written")
     args = parser.parse_args()
+    if args.part == "data":
+        args.train_minutes = {model: float(m) for model, m in (item.split("=", 1) for item in args.train_minutes)}
     sweeps(args) if args.part == "sweeps" else data(args)
 
 

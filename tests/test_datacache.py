@@ -7,7 +7,7 @@ import torch
 from recrunner import Experiment, prepare, run_experiment
 from recrunner.datacache import compact, entry
 from tests.conftest import TINY_BPR, TINY_SASREC
-from tests.tiny_models import model_keys, tiny_params
+from tests.tiny_models import model_keys, tiny_params, write_ml100k_with_kg_embeddings
 
 
 def _recbole_windows(source, ends, lengths, width):
@@ -110,51 +110,129 @@ def _equal_interactions(a, b, what):
         assert x.dtype == y.dtype and x.shape == y.shape and torch.equal(x, y), f"{what}: {key}"
 
 
-@pytest.mark.parametrize("kind", list(KINDS))
-def test_an_entry_gives_back_exactly_what_recbole_built(kind, workspace):
+def _assert_same_datasets(expected, got, what):
+    """Every attribute of each dataset (whole, train, valid, test) equal, Interactions column by column."""
     from recbole.data.interaction import Interaction
 
+    features = [name for name, value in vars(expected[0]).items() if isinstance(value, Interaction)]
+    for original, back, part in zip(expected, got, ("dataset", "train", "valid", "test")):
+        assert type(original) is type(back) and set(vars(original)) == set(vars(back)), f"{what} {part}"
+        for name in features:
+            _equal_interactions(getattr(original, name), getattr(back, name), f"{what} {part} {name}")
+        for name, value in vars(original).items():
+            if name not in ("config", "logger"):
+                assert _same(value, getattr(back, name)), f"{what} {part} {name}"
+    return features
+
+
+def _recbole_build(config):
+    """The reference: RecBole's own `build()` on a fresh dataset."""
+    dataset = _fresh_dataset(config)
+    return dataset, dataset.build()
+
+
+def _fresh_dataset(config):
+    """The dataset as a run makes it: seeded first (a random order draws from it)."""
+    from recbole.utils import init_seed
+
     from recrunner import datacache
-    from recrunner.seams.dataset import history_base
+
+    init_seed(config["seed"], config["reproducibility"])
+    return datacache._dataset(config)
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_the_build_and_an_entry_give_back_exactly_what_recbole_built(kind, workspace):
+    from recrunner import datacache
+    from recrunner.seams.augmentation import WindowedColumns
 
     model, params = KINDS[kind]
     config = prepare(Experiment(model, "ml-100k", params), workspace).config
-    dataset = datacache._dataset(config)
-    inter = dataset.inter_feat
-    built = datacache._prepared(config, dataset, split_only=True)
+    expected = _recbole_build(config)
+    dataset = _fresh_dataset(config)
+    built, base = datacache._split(config, dataset)
+    windowed = kind.startswith("sequential")
+    assert isinstance(dataset.inter_feat.interaction, WindowedColumns) == windowed
+    if windowed:  # the whole dataset's history lists were never made
+        assert not any(name.endswith("_list") for name in dataset.inter_feat.interaction.made)
+    _assert_same_datasets((expected[0], *expected[1]), (dataset, *built), f"{kind}, built")
+
     path = workspace.output_dir / "entry"
     workspace.output_dir.mkdir(parents=True)
-    size = datacache._write(path, datacache.description(config), dataset, built, history_base(dataset, inter))
+    size = datacache._write(path, datacache.description(config), dataset, built, base)
     back_dataset, back_built = datacache._read(path)
-    assert "_build" in vars(back_dataset.inter_feat)  # not rebuilt until something reads it
-    assert len(back_dataset.inter_feat) == len(dataset.inter_feat) and "_build" in vars(back_dataset.inter_feat)
-
-    features = [name for name, value in vars(dataset).items() if isinstance(value, Interaction)]
+    assert isinstance(back_dataset.inter_feat.interaction, WindowedColumns)  # columns made when read
+    assert not back_dataset.inter_feat.interaction.made and len(back_dataset.inter_feat) == len(dataset.inter_feat)
+    features = _assert_same_datasets((expected[0], *expected[1]), (back_dataset, *back_built), f"{kind}, entry")
     if kind.startswith("context"):
         assert {"user_feat", "item_feat"} <= set(features)
     if kind.startswith("knowledge"):
         assert "kg_feat" in features
-    for original, back, what in zip((dataset, *built), (back_dataset, *back_built), ("dataset", "train", "valid", "test")):
-        assert type(original) is type(back) and set(vars(original)) == set(vars(back))
-        for name in features:
-            _equal_interactions(getattr(original, name), getattr(back, name), f"{kind} {what} {name}")
-        for name, value in vars(original).items():
-            if name not in ("config", "logger"):
-                assert _same(value, getattr(back, name)), f"{kind} {what} {name}"
     assert back_built[0].field2id_token is back_dataset.field2id_token  # the id maps are stored once
     import pickle
-    assert _same(dataset.inter_feat, pickle.loads(pickle.dumps(back_dataset.inter_feat)))  # pickles as itself
+    for whole in (dataset.inter_feat, back_dataset.inter_feat):  # pickles as a plain Interaction
+        assert _same(expected[0].inter_feat, pickle.loads(pickle.dumps(whole)))
     if kind.startswith("sequential, augmented"):  # the histories are rebuilt, not stored
         header = entry.read_header(path)
-        assert header["stored_whole"] == [] and size < 0.2 * _pickled_size(dataset, built)
+        assert header["stored_whole"] == [] and size < 0.2 * _pickled_size(*expected)
+
+
+WINDOWED = {  # name -> (model, settings): RecBole's augmentation and split, done by seams.augmentation
+    "leave one out, histories cut at 3": ("SASRec", {**TINY_SASREC, "MAX_ITEM_LIST_LENGTH": 3}),
+    "ratio split by user, a numerical feature": (
+        "SASRec", {**TINY_SASREC, "load_col": {"inter": ["user_id", "item_id", "rating", "timestamp"]},
+                   "numerical_features": ["rating"], "eval_args": {"split": {"RS": [0.8, 0.1, 0.1]},
+                                                                  "group_by": "user", "order": "TO"}}),
+    "ratio split, not by user": ("GRU4Rec", {"embedding_size": 8, "hidden_size": 8, "MAX_ITEM_LIST_LENGTH": 20,
+                                             "user_inter_num_interval": "[10,60]", "eval_args": {
+                                                 "split": {"RS": [0.8, 0.1, 0.1]}, "group_by": None, "order": "TO"}}),
+    "knowledge and sequence": ("GRU4RecKG", tiny_params("GRU4RecKG", model_keys("GRU4RecKG"))),
+    "a class with its own augmentation": ("DIEN", tiny_params("DIEN", model_keys("DIEN"))),
+}
+
+
+@pytest.mark.parametrize("name", list(WINDOWED))
+def test_the_windowed_augmentation_builds_what_recbole_builds(name, workspace):
+    from recrunner import datacache
+    from recrunner.seams.augmentation import WindowedColumns
+
+    model, params = WINDOWED[name]
+    if model == "GRU4RecKG":
+        write_ml100k_with_kg_embeddings(workspace.data_path)  # its .ent and .rel files
+    config = prepare(Experiment(model, "ml-100k", params), workspace).config
+    expected = _recbole_build(config)
+    dataset = _fresh_dataset(config)
+    built, base = datacache._split(config, dataset)
+    assert isinstance(dataset.inter_feat.interaction, WindowedColumns) == (model != "DIEN")
+    _assert_same_datasets((expected[0], *expected[1]), (dataset, *built), name)
+    assert list(base) == list(expected[0].inter_feat.interaction)[:len(base)]
+
+
+@pytest.mark.parametrize("width", [1, 3, 50])
+def test_history_rows_are_data_augmentation_s(width):
+    from recrunner.seams.augmentation import history_rows
+
+    uid = np.repeat(np.array([1, 2, 5, 7]), [1, 4, 60, 2])
+    rows, lengths = history_rows(uid, width)
+    expected_rows, expected_lengths, last, start = [], [], None, 0  # RecBole's loop, verbatim
+    for i, u in enumerate(uid):
+        if last != u:
+            last, start = u, i
+        else:
+            if i - start > width:
+                start += 1
+            expected_rows.append(i)
+            expected_lengths.append(i - start)
+    assert rows.tolist() == expected_rows and lengths.tolist() == expected_lengths
 
 
 def _same(a, b) -> bool:
     """Deep equality of dataset attributes: dicts, sequences, arrays, tensors, Interactions."""
     from recbole.data.interaction import Interaction
 
-    if isinstance(a, Interaction):  # the whole dataset's comes back as a LazyInteraction
-        return isinstance(b, Interaction) and len(a) == len(b) and _same(a.interaction, b.interaction)
+    if isinstance(a, Interaction):  # the whole dataset's may be a WindowedInteraction
+        return isinstance(b, Interaction) and len(a) == len(b) and list(a.interaction) == list(b.interaction) \
+            and all(_same(a[k], b[k]) for k in a.interaction)
     if type(a) is not type(b):
         return False
     if isinstance(a, dict):
@@ -165,7 +243,16 @@ def _same(a, b) -> bool:
         return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
     if isinstance(a, np.ndarray):
         return a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b))
+    if type(a).__module__.startswith("recbole.sampler"):  # DIEN's dataset has one: equal by its state
+        return _same(_own_state(a), _own_state(b))
     return a == b
+
+
+def _own_state(obj) -> dict:
+    """An object's attributes, less the datasets it refers back to."""
+    from recbole.data.dataset import Dataset
+
+    return {k: v for k, v in vars(obj).items() if not isinstance(v, Dataset)}
 
 
 def _pickled_size(dataset, built) -> int:

@@ -18,10 +18,14 @@ once, as arrays, and each part (the whole dataset, train, valid, test) as the in
 a sequential dataset's history lists are rebuilt from those indices and each row's history length.
 Id maps, features and every other attribute are stored once (`entry`: one file, arrays raw).
 Whole ml-1m for SASRec: 1.2 GB pickled, 21 MB here. `recrunner cache list|prune` (`store`).
+
+With or without the cache, a sequential dataset is augmented by `seams.augmentation`: RecBole's
+rows, from array operations, with the whole dataset's history lists made only if read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import io
@@ -36,7 +40,8 @@ import numpy as np
 
 from ..errors import DataError, one_line
 from ..rundir import file_lock
-from ..seams.dataset import dataset_class_name, history_base, history_columns, lazy_interaction, reuse_built
+from ..seams.augmentation import WindowedColumns, build_split, from_recipe
+from ..seams.dataset import dataset_class_name, history_columns, reuse_built
 from . import entry
 from .compact import describe, rebuild
 
@@ -49,7 +54,9 @@ _EXTERNAL = 256  # arrays and tensors with at least this many elements are store
 def load_data(config, cache_dir: Path | None):
     """(train, valid, test) dataloaders, as `data_preparation(config, create_dataset(config))`."""
     if cache_dir is None:
-        return _prepared(config, _dataset(config))
+        dataset = _dataset(config)
+        built, _ = _split(config, dataset)
+        return _prepared(config, reuse_built(config, dataset, built))
     path = entry_path(Path(cache_dir), config)
     path.parent.mkdir(parents=True, exist_ok=True)
     with file_lock(path.with_suffix(".lock")):
@@ -57,10 +64,9 @@ def load_data(config, cache_dir: Path | None):
         if found is None:
             started = time.perf_counter()
             dataset = _dataset(config)
-            inter = dataset.inter_feat  # before build(): what a sequential dataset's history lists are made of
-            built = _prepared(config, dataset, split_only=True)
+            built, base = _split(config, dataset)
             found = dataset, built
-            size = _write(path, description(config), dataset, built, history_base(dataset, inter))
+            size = _write(path, description(config), dataset, built, base)
             logger.info(f"data cache: built and saved {path.name} ({size / 1e6:.1f} MB, "
                         f"{time.perf_counter() - started:.1f} s)")
         else:
@@ -93,12 +99,24 @@ def _dataset(config):
     return dataset
 
 
-def _prepared(config, dataset, split_only=False):
-    """The split (`dataset.build()`) or the dataloaders; RecBole's complaints about the data as one line."""
+def _prepared(config, dataset):
+    """The dataloaders; RecBole's complaints about the data as one line."""
     from recbole.data import data_preparation
 
+    with _data_errors(config):
+        return data_preparation(config, dataset)
+
+
+def _split(config, dataset):
+    """(train, valid, test) datasets and the base a sequential dataset's histories are windows of."""
+    with _data_errors(config):
+        return build_split(dataset)
+
+
+@contextlib.contextmanager
+def _data_errors(config):
     try:
-        return dataset.build() if split_only else data_preparation(config, dataset)
+        yield
     except ValueError as exc:
         raise DataError(f"{config['dataset']}: {one_line(exc)[:300]}") from None
 
@@ -144,12 +162,14 @@ def _file_digest(path: str, size: int, mtime_ns: int) -> tuple[int, str]:
     return size, digest.hexdigest()
 
 
-def _write(path: Path, about: dict, dataset, built, base) -> int:
-    """Store (dataset, built) compactly: the parts' interactions as recipes over one base table."""
+def _write(path: Path, about: dict, dataset, built, base: dict | None) -> int:
+    """Store (dataset, built) compactly: the parts' interactions as recipes over one base table
+    (`base`, a sequential dataset's sorted interactions; else the whole dataset's)."""
     parts = [dataset.inter_feat, *(d.inter_feat for d in built)]
-    base_columns = dict(base.interaction if base is not None else parts[0].interaction)
+    base_columns = dict(base if base is not None else parts[0].interaction)
     sources, length_field = history_columns(dataset)
-    recipes = [describe(p.interaction, base_columns, window_sources=sources, length_field=length_field)
+    recipes = [p.interaction.recipe() if isinstance(p.interaction, WindowedColumns) else  # windows already
+               describe(p.interaction, base_columns, window_sources=sources, length_field=length_field)
                for p in parts]
     used = {name for r in recipes for name, how in r.columns.items() if how[0] == "take"} | \
            {how[1] for r in recipes for how in r.columns.values() if how[0] == "window"}
@@ -170,9 +190,8 @@ def _read(path: Path):
     try:
         _, payload, arrays = entry.read(path)
         base, recipes = _loads(payload["tables"], arrays)
-        whole, *splits = recipes  # the whole dataset's interactions: rebuilt only if something reads them
-        parts = [lazy_interaction(whole.length, lambda: _interaction(rebuild(whole, base)).interaction),
-                 *(_interaction(rebuild(recipe, base)) for recipe in splits)]
+        whole, *splits = recipes  # the whole dataset's columns: each made only if something reads it
+        parts = [from_recipe(whole, base), *(_interaction(rebuild(recipe, base)) for recipe in splits)]
         return _loads(payload["objects"], arrays, parts=parts)
     except Exception as exc:  # a damaged entry is rebuilt, never trusted
         logger.warning(f"data cache: {path.name} is unreadable ({one_line(exc)[:120]}); rebuilding it")

@@ -14,5 +14,6 @@ calls, which live with the trainer (recrunner/trainer.py, families.py, trees.py)
 | evaluator     | Evaluator.evaluate keeps only means                          | per-user values for significance      |
 | dataset       | create_dataset's class choice; Dataset.build per run; the    | the shared data cache, stored compact |
 |               | history lists data_augmentation fills                        |                                       |
+| augmentation  | data_augmentation's Python loop and its whole-dataset lists  | 20M interactions in 24 GiB; speed     |
 | torch_scatter | (KGIN, MCCLK) torch_scatter's scatter_mean, scatter_softmax  | no wheel for this torch on PyPI       |
 """
