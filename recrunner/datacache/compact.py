@@ -25,6 +25,7 @@ import torch
 
 TAKE, WINDOW, LENGTHS, FULL = "take", "window", "lengths", "full"
 _BLOCK = 1 << 16  # rows per comparison when checking a history recipe
+_FILL_BLOCK = 1 << 18  # rows per block when making a history list column
 
 
 @dataclass
@@ -75,9 +76,17 @@ def windows(source: torch.Tensor, ends: torch.Tensor, lengths: torch.Tensor, wid
     """Row r: source[ends[r] - lengths[r] : ends[r]], then zeros up to `width` (RecBole's
     `SequentialDataset.data_augmentation` fills its lists this way, one row at a time).
 
-    Each row is a copy of one row of a sliding-window view of `source` (contiguous runs, not
-    element by element), with what lies past its length zeroed.
+    Made a block of rows at a time into the output, so no temporary is larger than a block; each
+    row is a copy of one row of a sliding-window view of `source` (contiguous runs, not element by
+    element), with what lies past its length zeroed.
     """
+    out = torch.empty((len(ends), width, *source.shape[1:]), dtype=source.dtype)
+    for i in range(0, len(ends), _FILL_BLOCK):
+        out[i:i + _FILL_BLOCK] = _window_block(source, ends[i:i + _FILL_BLOCK], lengths[i:i + _FILL_BLOCK], width)
+    return out
+
+
+def _window_block(source: torch.Tensor, ends: torch.Tensor, lengths: torch.Tensor, width: int) -> torch.Tensor:
     values, starts = source.numpy(), (ends - lengths).numpy()
     out = _sliding(values, width)[np.minimum(starts, max(len(values) - width, 0))]
     near_end = starts > len(values) - width  # their windows run past the source: read from a padded tail
@@ -150,18 +159,28 @@ def _how(name, value, base, windows, length_field) -> tuple:
     return (FULL,)
 
 
-def _column(recipe: Recipe, name: str, how: tuple, base) -> torch.Tensor:
+def column(how: tuple, name: str, base: dict, rows: torch.Tensor | None, lengths: torch.Tensor | None):
+    """A column made from rows of `base` (None: every row, in order), by its recipe:
+    (TAKE,) or (TAKE, source): the base column `name` (or `source`) at those rows; (LENGTHS,):
+    `lengths`; (WINDOW, source, width): each row's history list of `source`, `lengths` long,
+    ending before the row (`windows`). The one place both the cache and seams.augmentation make
+    columns."""
     kind = how[0]
-    if kind == FULL:
-        return torch.from_numpy(recipe.stored[name])
     if kind == LENGTHS:
-        return torch.from_numpy(recipe.lengths)
-    rows = None if recipe.rows is None else torch.from_numpy(recipe.rows)
+        return lengths
     if kind == TAKE:
-        return base[name] if rows is None else base[name][rows]
+        values = base[how[1] if len(how) > 1 else name]
+        return values if rows is None else values[rows]
     _, source, width = how
-    ends = torch.arange(recipe.length) if rows is None else rows
-    return windows(base[source], ends, torch.from_numpy(recipe.lengths), width)
+    return windows(base[source], torch.arange(len(lengths)) if rows is None else rows, lengths, width)
+
+
+def _column(recipe: Recipe, name: str, how: tuple, base) -> torch.Tensor:
+    if how[0] == FULL:
+        return torch.from_numpy(recipe.stored[name])
+    rows = None if recipe.rows is None else torch.from_numpy(recipe.rows)
+    lengths = None if recipe.lengths is None else torch.from_numpy(recipe.lengths)
+    return column(how, name, base, rows, lengths)
 
 
 def _rebuilds(value: torch.Tensor, recipe: Recipe, name: str, how: tuple, base) -> bool:

@@ -30,7 +30,6 @@ import numpy as np
 import torch
 
 VALUE = "value"  # a column set on the Interaction: kept as it is
-_BLOCK = 1 << 18  # rows per block when making a history list column
 
 
 def build_split(dataset):
@@ -184,21 +183,13 @@ class WindowedColumns(MutableMapping):
 
 
 def _make(how: tuple, base: dict, rows: torch.Tensor, lengths: torch.Tensor | None) -> torch.Tensor:
-    from ..datacache.compact import LENGTHS, TAKE, windows
+    from ..datacache.compact import LENGTHS, column
 
-    kind = how[0]
-    if kind == VALUE:
+    if how[0] == VALUE:
         return how[1]
-    if kind == TAKE:
-        return base[how[1]][rows]
-    if kind == LENGTHS:
+    if how[0] == LENGTHS:  # the windows' own lengths: a copy, which the Interaction may change
         return lengths.clone()
-    _, source, width = how
-    values = base[source]
-    out = torch.empty((len(rows), width, *values.shape[1:]), dtype=values.dtype)
-    for i in range(0, len(rows), _BLOCK):  # in blocks: no full-size temporaries
-        out[i:i + _BLOCK] = windows(values, rows[i:i + _BLOCK], lengths[i:i + _BLOCK], width)
-    return out
+    return column(how, how[1], base, rows, lengths)
 
 
 def _positions(index):
