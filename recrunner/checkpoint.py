@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from .errors import CheckpointError
+from .interrupts import deferred
 from .rundir import atomic_file
 
 FORMAT_VERSION = 1
@@ -76,8 +77,8 @@ def save_atomic(state: dict, path: Path) -> None:
     a CheckpointError.
     """
     check_plain(state)
-    try:
-        with atomic_file(path) as handle:
+    try:  # torch's writer turns a signal's exception into a RuntimeError: a stop waits for the file
+        with deferred(), atomic_file(path) as handle:
             torch.save(state, handle)
     except OSError as exc:
         raise CheckpointError(f"cannot write checkpoint {path}: {exc.strerror or exc}") from exc
@@ -89,7 +90,8 @@ def load(path: Path, map_location="cpu") -> dict:
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}")
     try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
+        with deferred():  # a stop while reading is not a corrupt file
+            state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # torch raises several types for truncated or foreign files
         message = str(exc)
         if "Unsupported global" in message:  # a pickled object: opening it could run code

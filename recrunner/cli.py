@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import signal
 import sys
 import time
 from dataclasses import replace
@@ -18,6 +17,7 @@ from pathlib import Path
 from . import forkserver
 from .config import default_config_dir, load_yaml, parse_set_options
 from .errors import ConfigError, RecrunnerError, RunInterrupted, one_line
+from .interrupts import sigterm_interrupts
 from .record import Status
 
 USAGE_ERROR = 2
@@ -92,10 +92,6 @@ def _gpu_list(text: str) -> tuple[int, ...]:
     if not parts or not all(p.isdigit() for p in parts):
         raise argparse.ArgumentTypeError(f"expected GPU indices like 0,1, got {text!r}")
     return tuple(int(p) for p in parts)
-
-
-def _raise_interrupt(signum, frame):
-    raise RunInterrupted("received SIGTERM")
 
 
 def build_report_parser() -> argparse.ArgumentParser:
@@ -196,7 +192,7 @@ def _main(args) -> int:
     if search is not None:
         from .search.command import run_search
 
-        return run_search(args, cells, name, search, _workspace(args), _raise_interrupt)
+        return run_search(args, cells, name, search, _workspace(args))
     if not args.dry_run and forkserver.serves(args.backend, args.workers, args.gpus) and _may_have_work(args, name, cells):
         forkserver.start()  # it imports torch and RecBole while this process does the same
     from .sweep import plan
@@ -208,13 +204,10 @@ def _main(args) -> int:
     if args.dry_run:
         print(_dry_run(name, planned, workspace))
         return 0
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    try:
+    with sigterm_interrupts():
         if args.resume_from is not None:
             return _resume_one(planned, workspace, args)
         return _sweep(name, planned, workspace, args)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _cells_checked_early(args, Grid, expand, load_grid):

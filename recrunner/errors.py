@@ -7,7 +7,9 @@
     |   +-- EnvironmentProblem  an installed dependency RecBole 1.2.1 cannot work with
     +-- CheckpointError       a checkpoint that cannot be read or written
     +-- TrainingFailed        a callback ended the run (a non-finite loss or score, ...)
-    +-- RunInterrupted        SIGTERM / Ctrl-C during a run (exit 130)
+
+    KeyboardInterrupt
+    +-- RunInterrupted        SIGTERM during a run (exit 130, as Ctrl-C): recrunner.interrupts
 
 Messages are one line and say what to do; the CLI prints them without a traceback.
 """
@@ -43,7 +45,10 @@ class TrainingFailed(RecrunnerError):
     pass
 
 
-class RunInterrupted(RecrunnerError):
+class RunInterrupted(KeyboardInterrupt):
+    """A stop from outside, not an error: like Ctrl-C's KeyboardInterrupt, no `except Exception`
+    (recrunner's, RecBole's, a library's) catches it and records the run as failed."""
+
     exit_code = 130
 
 

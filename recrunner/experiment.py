@@ -25,6 +25,7 @@ from .checkpoint import to_plain
 from .config import setting
 from .datacache import load_data
 from .errors import ConfigError, RecrunnerError, RunInterrupted, failure_reason, one_line
+from .interrupts import deferred
 from .models import failure_hint
 from .preparation import Experiment, PreparedRun, Workspace, prepare
 from .provenance import provenance
@@ -128,7 +129,7 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
             per_user.save(paths.run_dir / "test_per_user.npz", trainer.test_per_user)
             record.test = {k: float(v) for k, v in test_result.items()}
             status = Status.OK
-    except (KeyboardInterrupt, RunInterrupted):
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM's RunInterrupted (recrunner.interrupts)
         status, error = Status.INTERRUPTED, "interrupted; run the same command again to resume from last.pth"
         logger.warning(error)
         raise RunInterrupted(f"{config['model']} on {config['dataset']} interrupted; the same command resumes it")
@@ -139,13 +140,14 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
         error = failure_hint(config["model"], exc) or failure_reason(exc)
         logger.exception(f"run failed: {error}")
     finally:
-        record.finish(status, error, trainer, _now())
-        if record.under_trained:
-            logger.warning(f"{config['model']} on {config['dataset']} {record.under_trained}")
-        writer.end_session(status.value, prepared.hparams)
-        writer.close()
-        record.write(paths.metrics)
-        write_experiment(workspace.output_dir, changed=paths.run_dir)  # the HParams columns now include this run's
+        with deferred():  # a stop that arrives now waits until the record is whole
+            record.finish(status, error, trainer, _now())
+            if record.under_trained:
+                logger.warning(f"{config['model']} on {config['dataset']} {record.under_trained}")
+            writer.end_session(status.value, prepared.hparams)
+            writer.close()
+            record.write(paths.metrics)
+            write_experiment(workspace.output_dir, changed=paths.run_dir)  # the HParams columns now include this run's
     return _result_from_record(paths.run_dir, record)
 
 

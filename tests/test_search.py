@@ -117,6 +117,23 @@ def test_a_search_with_pruning_runs_to_completion(tmp_path, capsys, base_args, m
     assert f"| BPR | ml-100k | 6 | {len(pruned)} | 3 |" in report  # trials, pruned, epoch cap
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_configuration_drawn_again_is_not_trained_again_and_the_search_goes_on(tmp_path, capsys, base_args,
+                                                                                 workers):
+    grid = _grid(tmp_path, params={"embedding_size": [4, 8]})  # 2 configurations, 5 trials: 3 or more repeats
+    code, out, err = run_cli(capsys, ["--grid", grid, "--search", "tpe", "--trials", "5", "--final-seeds", "1",
+                                      "--workers", workers, *base_args])
+    assert code == 0, out + err
+    sweep = tmp_path / "runs" / "tune"
+    trials = _study(sweep).trials
+    assert len(trials) == 5 and {t.state.name for t in trials} == {"COMPLETE"}  # none left running, none lost
+    records = [json.loads(p.read_text()) for p in sweep.glob("ml-100k/BPR/*/metrics.json")]
+    score = {r["params"]["embedding_size"]: r["best_valid_score"] for r in records}
+    assert len(records) == len(score)  # one run per configuration
+    assert all(t.value == score[t.params["embedding_size"]] for t in trials)
+    assert len(list(sweep.glob("final/**/metrics.json"))) == 1  # the search reached its final seeds
+
+
 def test_final_seeds_repeat_the_configuration_best_on_validation(tmp_path, capsys, base_args):
     code, out, err = run_cli(capsys, ["--grid", _grid(tmp_path), "--search", "random", "--trials", "4",
                                       "--final-seeds", "2", *base_args])

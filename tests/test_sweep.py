@@ -11,6 +11,7 @@ import time
 import pytest
 import yaml
 
+from recrunner.callbacks.history import read_history
 from recrunner.cli import main
 from recrunner.sweep.record import SweepRecord
 
@@ -71,16 +72,21 @@ def test_a_grid_of_2_models_2_datasets_2_seeds_runs_to_a_complete_table(workspac
 
 def test_a_killed_sweep_finishes_on_rerun_with_every_row_once_and_nothing_trained_twice(workspace, mini_dataset,
                                                                                       tmp_path):
-    grid = _grid_file(tmp_path, ["ml-100k", mini_dataset])
+    grid = _grid_file(tmp_path, ["ml-100k", mini_dataset], fixed={**TINY_GRID["fixed"], "epochs": 4})
     command = [sys.executable, str(REPO / "run_experiments.py"), *_args(workspace, grid, "--workers", "2")]
     sweep_dir = workspace.output_dir / "grid"
     proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 240
-    while time.time() < deadline and proc.poll() is None and _finished(sweep_dir) < 3:
-        time.sleep(0.2)
-    os.kill(proc.pid, signal.SIGKILL)  # the sweep process itself, at an arbitrary instant
+    in_flight = set()
+    while time.time() < deadline and proc.poll() is None and not (_finished(sweep_dir) >= 3 and in_flight):
+        time.sleep(0.05)
+        in_flight = {p.parent for p in sweep_dir.rglob("metrics.json") if _mid_training(p.parent, epochs=4)}
+    os.kill(proc.pid, signal.SIGKILL)  # the sweep process itself, while a worker is in a cell's epochs
     proc.communicate(timeout=60)
     _wait_for_workers_to_leave(sweep_dir)
+    # the cells in flight were stopped, not left to train on beside the next sweep
+    interrupted = {p.parent for p in sweep_dir.rglob("metrics.json") if _status(p.parent) == "interrupted"}
+    assert in_flight and in_flight <= interrupted, {p.name: _status(p) for p in in_flight}
     done_before = {p: p.stat().st_mtime_ns for p in sweep_dir.rglob("best.pth") if _ok(p.parents[1])}
     assert 3 <= len(done_before) < 8
 
@@ -90,16 +96,31 @@ def test_a_killed_sweep_finishes_on_rerun_with_every_row_once_and_nothing_traine
     rows = _rows(sweep_dir)
     assert len(rows) == 8 and len({r["cell"] for r in rows}) == 8 and {r["status"] for r in rows} == {"ok"}
     assert all(p.stat().st_mtime_ns == mtime for p, mtime in done_before.items())  # finished cells not retrained
-    for log in _run_logs(sweep_dir).values():
-        assert log.count("starting at epoch 0") == 1
+    for path, log in _run_logs(sweep_dir).items():
+        # a cell the kill interrupted starts once more: at its last.pth, or at epoch 0 when none was saved yet
+        starts = log.count("trainable parameters, device")  # the line each start of training logs
+        assert starts == (2 if path.parent in interrupted else 1), path
+        epochs = [row["epoch"] for row in read_history(path.parent / "history.jsonl")]
+        assert epochs == list(range(-1, len(epochs) - 1)), path  # every epoch once: none trained twice
     assert f"{len(done_before)} skipped" in again.stdout
 
 
-def _ok(run_dir):
+def _status(run_dir):
     try:
-        return json.loads((run_dir / "metrics.json").read_text())["status"] == "ok"
+        return json.loads((run_dir / "metrics.json").read_text())["status"]
     except (OSError, ValueError, KeyError):
+        return None
+
+
+def _mid_training(run_dir, epochs):
+    """Running, with at least one epoch done and two to go: not yet in its last epoch, test or record."""
+    if _status(run_dir) != "running" or not (run_dir / "history.jsonl").exists():
         return False
+    return 1 <= sum(row["epoch"] >= 0 for row in read_history(run_dir / "history.jsonl")) <= epochs - 2
+
+
+def _ok(run_dir):
+    return _status(run_dir) == "ok"
 
 
 def _finished(sweep_dir):
@@ -107,7 +128,7 @@ def _finished(sweep_dir):
 
 
 def _wait_for_workers_to_leave(sweep_dir, timeout=60):
-    """Workers of a killed sweep stop on their own (SIGTERM when their parent goes)."""
+    """Workers of a killed sweep stop on their own (SIGTERM when the sweep's end of their pipe closes)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         states = [json.loads(p.read_text()).get("status") for p in sweep_dir.rglob("metrics.json")]

@@ -9,7 +9,7 @@ from ..lazy import exports
 
 _PUBLIC = {
     "Distribution": "space", "SearchSpec": "space", "is_distribution": "space", "parse": "space",
-    "OptunaPruning": "pruning", "TrialRef": "pruning", "make_pruner": "pruning",
+    "OptunaPruning": "pruning", "TrialRef": "pruning", "make_pruner": "pruning", "make_sampler": "pruning",
     "Search": "driver", "SearchOptions": "driver", "start_search": "driver",
 }
 __all__ = sorted(_PUBLIC)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..interrupts import sigterm_interrupts
 
 
 def search_options(args, grid):
@@ -33,7 +33,7 @@ def search_options(args, grid):
                          storage=args.storage)
 
 
-def run_search(args, specs, name, options, workspace, on_sigterm) -> int:
+def run_search(args, specs, name, options, workspace) -> int:
     """Check the space, then run the search as a sweep (or print it: --dry-run); the exit code."""
     from .. import forkserver
     from ..sweep import SweepOptions, run_sweep
@@ -51,11 +51,8 @@ def run_search(args, specs, name, options, workspace, on_sigterm) -> int:
     sweep_options = SweepOptions(workers=args.workers, backend=args.backend, ray_address=args.ray_address,
                                  gpus=args.gpus, threads=args.threads, retries=args.retries, restart=args.restart,
                                  stale_after=args.stale_after, console=not args.quiet, started=args.started)
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
-    try:
+    with sigterm_interrupts():
         summary = run_sweep(name, [], workspace, sweep_options, search=search)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     if summary.interrupted:
         print("recrunner: interrupted; run the same command again to resume", file=sys.stderr)
     return summary.exit_code

@@ -22,7 +22,7 @@ from pathlib import Path
 from ..callbacks import metric_bigger
 from ..errors import ConfigError
 from ..record import RunRecord, Status
-from .pruning import TrialRef, make_pruner, storage_of
+from .pruning import TrialRef, make_pruner, make_sampler, storage_of
 from .space import SearchSpec  # noqa: F401 (re-exported)
 
 logger = logging.getLogger("recrunner")
@@ -51,7 +51,9 @@ class Search:
         self.studies: dict[str, object] = {}
         self.epochs: dict[str, int] = {}
         self.directions: dict[str, str] = {}
-        self.cells: dict[str, tuple[SearchSpec, int | None]] = {}  # cell id -> (spec, trial number; None: final)
+        # cell id -> (spec, numbers of the trials its run answers: more than one when the sampler
+        # drew a configuration again while its run was under way)
+        self.cells: dict[str, tuple[SearchSpec, list[int]]] = {}
         self.finals_planned: set[str] = set()
 
     # ---------------------------------------------------------------- opening
@@ -82,7 +84,8 @@ class Search:
             study = optuna.create_study(
                 study_name=spec.study_name, storage=storage, load_if_exists=True,
                 direction=self.directions[spec.study_name],
-                sampler=self._sampler(self.options.seed + existing),  # a resumed study draws new values
+                sampler=make_sampler(self.options.method, self.options.seed + existing,  # resumed: new values
+                                     self.options.trials),
                 pruner=make_pruner(self.options.prune, max_epochs=self.epochs[spec.study_name],
                                    trials=self.options.trials, after=self.options.prune_after))
             self.studies[spec.study_name] = study
@@ -94,13 +97,6 @@ class Search:
                 else:
                     again.append(item)
         return again
-
-    def _sampler(self, seed: int):
-        import optuna
-
-        if self.options.method == "random":
-            return optuna.samplers.RandomSampler(seed=seed)
-        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(2, min(10, self.options.trials // 3)))
 
     # ---------------------------------------------------------------- asking
     def more(self, wanted: int) -> list:
@@ -175,7 +171,7 @@ class Search:
 
             self.studies[spec.study_name].tell(trial.number, state=optuna.trial.TrialState.FAIL)
         else:
-            self.cells[item.cell_id] = (spec, trial.number)
+            self.cells.setdefault(item.cell_id, (spec, []))[1].append(trial.number)
         return item
 
     def budget_left(self) -> int:
@@ -189,13 +185,15 @@ class Search:
 
     # ---------------------------------------------------------------- telling
     def tell(self, cell_id: str, result: dict) -> None:
-        """Tell the trial's study how its run ended (a final seed's run tells nothing)."""
+        """Tell each trial the run answers how it ended (a final seed's run tells nothing)."""
+        spec, numbers = self.cells.get(cell_id, (None, []))
+        for number in numbers:
+            self._tell(self.studies[spec.study_name], number, result)
+
+    @staticmethod
+    def _tell(study, number: int, result: dict) -> None:
         import optuna
 
-        spec, number = self.cells.get(cell_id, (None, None))
-        if spec is None or number is None:
-            return
-        study = self.studies[spec.study_name]
         if study.get_trials(deepcopy=False)[number].state != optuna.trial.TrialState.RUNNING:
             return
         status = Status(result["status"])

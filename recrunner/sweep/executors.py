@@ -59,7 +59,7 @@ class LocalProcesses:
     def submit(self, key, task: Task) -> None:
         gpu = self.free_gpus.pop(0) if self.use_gpus else None
         task = on_gpu(task, [gpu] if gpu is not None else [])
-        receiver, sender = forkserver.context().Pipe(duplex=False)
+        receiver, sender = forkserver.context().Pipe()  # duplex: the worker sees this end close (worker.py)
         process = forkserver.context().Process(target=child_main, args=(task, sender), name=f"recrunner-cell-{key}")
         process.start()
         sender.close()

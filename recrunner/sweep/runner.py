@@ -149,7 +149,7 @@ class _Sweep:
                     last_beat = time.monotonic()
                 if self.summary.interrupted:
                     break
-        except (KeyboardInterrupt, RunInterrupted):
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM's RunInterrupted
             self.summary.interrupted = True
             running = executor.running()
             executor.stop()
@@ -230,20 +230,31 @@ class _Sweep:
         return self.search is not None and not self.summary.interrupted and not self.search.exhausted()
 
     def _ask(self, wanted: int) -> list[str]:
-        """New cells from the search (trials, then final seeds), registered and ready to dispatch."""
-        if self.search is None or self.summary.interrupted:
-            return []
-        items = self.search.more(wanted)
+        """New cells from the search (trials, then final seeds), registered and ready to dispatch; empty
+        only when the search has nothing to give now. A trial whose configuration has a finished run
+        (the sampler drew it again) or that failed before its run is told at once, and asked past."""
+        ready: list[str] = []
+        while not ready and self.search is not None and not self.summary.interrupted:
+            items = self.search.more(wanted)
+            if not items:
+                break
+            ready = self._take(items)
+        return ready
+
+    def _take(self, items) -> list[str]:
+        under_way = {item.cell_id for item in items if item.cell_id in self.by_id}  # queued or running here
         self._add(items)
         ready = []
         for item in items:
+            record = None if item.error else RunRecord.read(item.run_dir)
             if item.error:  # the search has told its study
                 self._count_failure(item.error)
                 self.out(cell_line(item, {"status": Status.FAILED, "error": item.error}).split(" (log:")[0])
-            elif (RunRecord.read(item.run_dir) or RunRecord(status=Status.PENDING)).status.finished:
+            elif record is not None and record.status.finished:  # drawn again after its run ended
                 self._count("skipped")
-                self.search.tell(item.cell_id, {"status": RunRecord.read(item.run_dir).status,
-                                                "run_dir": item.run_dir})
+                self.search.tell(item.cell_id, {"status": record.status, "run_dir": item.run_dir})
+            elif item.cell_id in under_way:  # drawn again while its run is under way: its end tells both
+                self._count("skipped")
             else:
                 self.record.append(item.cell_id, Status.PENDING)
                 ready.append(item.cell_id)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import RunInterrupted, one_line
+from ..interrupts import raise_interrupt
 from ..record import Status
 from ..experiment import Experiment, Workspace, run_experiment
 
@@ -56,10 +57,6 @@ def run_task(task: Task) -> dict:
     return outcome
 
 
-def _raise_interrupt(signum, frame):
-    raise RunInterrupted("received SIGTERM")
-
-
 def on_gpu(task: Task, gpu_ids) -> Task:
     """The task pinned to these GPUs. RecBole sets CUDA_VISIBLE_DEVICES from `gpu_id` itself,
     so the choice travels as the run's (identity-free) runtime setting."""
@@ -71,10 +68,11 @@ def on_gpu(task: Task, gpu_ids) -> Task:
 
 def child_main(task: Task, connection) -> None:
     """Entry point of a fresh local worker process: one cell, then exit."""
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGTERM, raise_interrupt)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the coordinator, which stops the workers
-    _terminate_with_parent()
+    _stop_with_sweep(connection)
     result = run_task(task)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the cell has ended: nothing left to interrupt
     try:
         connection.send(result)
         connection.close()
@@ -82,23 +80,29 @@ def child_main(task: Task, connection) -> None:
         pass
 
 
-def _terminate_with_parent() -> None:
-    """Linux: SIGTERM this process when its parent (the fork server, which exits with the sweep
-    process) dies, so a killed sweep never leaves a cell training that the next sweep reclaims."""
-    try:
-        import ctypes
+def _stop_with_sweep(connection) -> None:
+    """SIGTERM this process (its run ends as interrupted, resumable from last.pth) when the sweep
+    process is gone, however it went (SIGKILL, the OOM killer): a thread waits on the worker's
+    end of their pipe, which becomes readable at end-of-file when the sweep's end closes; the sweep
+    never sends on it. Without it a killed sweep's cell kept training while the next sweep
+    reclaimed it: the fork server, the worker's parent, lives as long as any worker does."""
+    import threading
 
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    def watch():
+        try:
+            connection.poll(None)
+        except (OSError, EOFError, ValueError):  # closed here: the cell is done
+            return
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="recrunner-sweep-watch", daemon=True).start()
 
 
 def ray_entry(task: Task) -> dict:
     """Entry point of a Ray task (a fresh worker process per task: max_calls=1)."""
     import ray
 
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGTERM, raise_interrupt)
     return run_task(on_gpu(task, [int(g) for g in ray.get_gpu_ids()]))
 
 
