@@ -1,23 +1,45 @@
 """The full grid against a TPE search with ASHA pruning, on the same space, in one run.
 
-    python bench/bench_search.py [--workers 2] [--trials 12] [--prune asha] [--prune-after 3] [--epochs 10]
-                                 [--output DIR]
+    python bench/bench_search.py [--workers 2] [--trials 12] [--prune asha] [--prune-after 3] [--epochs 20]
+                                 [--batch-size 256] [--stopping-step 3] [--replays 200] [--replay-only]
+                                 [--grid-seeds 1] [--reseed 3] [--output DIR]
 
 SASRec and GRU4Rec on ml-100k (tiny: users with 10-60 interactions), learning rate x dropout x
-hidden size, 3 values each: 27 cells per model in the grid. The search asks `--trials` per model
-from the same 27 configurations (TPE over the three choices) and prunes with ASHA after
-`--prune-after` epochs. Prints, per
-model and in all, the best validation score each reaches and the epochs each trained, and the
+hidden size, 3 values each: 27 cells per model in the grid. Batch 256 and up to 20 epochs with
+early stopping, so that runs converge (at batch 2048 and 10 epochs most were cut off while still
+improving, and early scores then say little). The search asks `--trials` per model from the same
+27 configurations (TPE over the three choices) and prunes with ASHA after `--prune-after` epochs.
+Prints, per model and in all, the best validation score each reaches and the epochs each trained, and the
 ratios the target is stated in (issue: within 2% of the grid's best validation score with at most
 a third of its epochs). Every run is a real recrunner run (`recrunner` CLI in a subprocess).
+
+One search is one draw: which cells TPE samples depends on its seed. So the grid's recorded
+learning curves are then replayed through the same sampler and pruner (recrunner.search's
+`make_sampler` and `make_pruner`) for `--replays` sampler seeds, one trial at a time: a trial's
+curve is its cell's curve in the grid, cut where the pruner stops it. That is exact because a run
+is deterministic (the same configuration and seed give the same scores, epoch by epoch); the script
+checks it on every trial of the real search. It prints how often the target is met.
+
+Every sweep runs with `--threads 1`, whatever `--workers`: CPU sums differ with torch's thread count,
+and SASRec at learning rate 0.008 then drifts apart (best 0.0528 with 1 thread, 0.0464 with 2), so a
+grid and a search run with different `--workers` would not be comparable epoch by epoch.
+
+A single seed's best validation score is also a draw. `--grid-seeds K` runs every grid cell with K
+seeds (the search and the replay still see seed 2020 only, as a single-seed grid would); the replay
+then also compares the mean over the K seeds of the configuration each search picks with that of the
+grid's pick ("seed means"), and with the best mean of any configuration ("vs best mean"). `--reseed K`
+runs the configuration each side of the real search picked with K seeds. `--replay-only` skips the
+real search: the grid (resumed from `--output`), then the replay.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -31,8 +53,7 @@ SPACE = {
     "GRU4Rec": {"learning_rate": [0.0005, 0.002, 0.008], "dropout_prob": [0.1, 0.3, 0.5],
                 "hidden_size": [16, 32, 64]},
 }
-FIXED = {"user_inter_num_interval": "[10,60]", "MAX_ITEM_LIST_LENGTH": 10, "train_batch_size": 2048,
-         "stopping_step": 2}
+FIXED = {"user_inter_num_interval": "[10,60]", "MAX_ITEM_LIST_LENGTH": 10}
 
 
 def run(grid: dict, out: Path, workers: int, extra=()) -> float:
@@ -41,16 +62,20 @@ def run(grid: dict, out: Path, workers: int, extra=()) -> float:
     started = time.perf_counter()
     subprocess.run([sys.executable, str(REPO / "run_experiments.py"), "--grid", str(path), "--output", str(out),
                     "--data-path", str(out / "data"), "--config-dir", str(REPO / "configs"),
-                    "--workers", str(workers), "--quiet", *extra], check=True, stdout=subprocess.DEVNULL)
+                    "--workers", str(workers), "--threads", "1", "--quiet", *extra], check=True,
+                   stdout=subprocess.DEVNULL)
     return time.perf_counter() - started
 
 
-def collect(sweep: Path) -> dict:
-    """{model: (best validation score, epochs trained, runs, pruned)} over every run of the sweep; the
-    best is over the runs that were not pruned (a pruned trial's score is from before its end)."""
+def collect(sweep: Path, seed: int = 2020) -> dict:
+    """{model: (best validation score, epochs trained, runs, pruned)} over every run of the sweep with
+    that seed; the best is over the runs that were not pruned (a pruned trial's score is from before
+    its end)."""
     found = {}
     for path in sweep.rglob("metrics.json"):
         record = json.loads(path.read_text())
+        if record.get("seed") != seed:
+            continue
         best, epochs, runs, pruned = found.get(record["model"], (None, 0, 0, 0))
         score = record.get("best_valid_score") if record["status"] == "ok" else None
         if score is not None and (best is None or score > best):
@@ -60,24 +85,149 @@ def collect(sweep: Path) -> dict:
     return found
 
 
+def curves(sweep: Path, seed: int = 2020) -> dict:
+    """{model: {configuration: (validation scores epoch by epoch, best score or None)}} for one seed."""
+    found = {}
+    for path in sweep.rglob("metrics.json"):
+        record = json.loads(path.read_text())
+        if record.get("seed") != seed:
+            continue
+        history = [json.loads(line) for line in (path.parent / "history.jsonl").read_text().splitlines() if line]
+        scores = [row["score"] for row in history if row.get("epoch", -1) >= 0 and "score" in row]
+        best = record.get("best_valid_score") if record["status"] == "ok" else None
+        found.setdefault(record["model"], {})[_key(record["params"], record["model"])] = (scores, best)
+    return found
+
+
+def noise(sweep: Path, seed: int = 2020) -> dict:
+    """{model: (users, standard error / mean)} of the test MRR@10 (the validation metric) of the best
+    run: how finely one run's score can tell configurations apart (validation has the same users)."""
+    import numpy as np
+
+    best = {}
+    for path in sweep.rglob("metrics.json"):
+        record = json.loads(path.read_text())
+        score = record.get("best_valid_score")
+        if record.get("seed") == seed and score is not None and score > best.get(record["model"], (-1, None))[0]:
+            best[record["model"]] = (score, path.parent / "test_per_user.npz")
+    found = {}
+    for model, (_, per_user) in best.items():
+        values = np.load(per_user)["mrr@10"]
+        found[model] = (len(values), values.std(ddof=1) / np.sqrt(len(values)) / values.mean())
+    return found
+
+
+def _key(params: dict, model: str) -> tuple:
+    return tuple((name, params[name]) for name in sorted(SPACE[model]))
+
+
+def replay(cells: dict, model: str, seed: int, args) -> tuple[float | None, int, tuple | None]:
+    """One search over recorded curves: (best score of a trial not pruned, epochs trained, its cell)."""
+    import optuna
+
+    from recrunner.search import make_pruner, make_sampler
+    from recrunner.search.space import parse
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    space = {name: parse(name, values).to_optuna() for name, values in sorted(SPACE[model].items())}
+    study = optuna.create_study(study_name=f"ml-100k/{model}",  # as the search names it: Hyperband's brackets
+                                direction="maximize", sampler=make_sampler("tpe", seed, args.trials),  # hash it
+                                pruner=make_pruner(args.prune, max_epochs=args.epochs, trials=args.trials,
+                                                   after=args.prune_after))
+    ended, epochs, best, pick = {}, 0, None, None
+    for _ in range(args.trials):
+        trial = study.ask(space)
+        key = _key(trial.params, model)
+        if key not in ended:  # a cell sampled again is not trained again: its run directory exists
+            scores, final = cells[key]
+            for step, score in enumerate(scores, start=1):
+                epochs += 1
+                trial.report(score, step)
+                if trial.should_prune():
+                    final = None
+                    break
+            ended[key] = final
+            if final is not None and (best is None or final > best):
+                best, pick = final, key
+        state = optuna.trial.TrialState.PRUNED if ended[key] is None else optuna.trial.TrialState.COMPLETE
+        study.tell(trial, ended[key], state=state)
+    return best, epochs, pick
+
+
+def pick(cells: dict):
+    """The configuration with the best validation score of a run that was not pruned (None if none)."""
+    return max((k for k, (_, best) in cells.items() if best is not None), key=lambda k: cells[k][1], default=None)
+
+
+def replayable(grid: dict, search: dict) -> tuple[int, int]:
+    """(trials of the real search whose scores equal their cell's in the grid, epoch by epoch; trials)."""
+    same = total = 0
+    for model, cells in search.items():
+        for key, (scores, _) in cells.items():
+            total += 1
+            same += grid[model][key][0][:len(scores)] == scores
+    return same, total
+
+
+def fixed(args) -> dict:
+    return {**FIXED, "epochs": args.epochs, "train_batch_size": args.batch_size, "stopping_step": args.stopping_step}
+
+
+def reseed(pick: dict, name: str, out: Path, args) -> dict:
+    """{model: (mean, std, scores)} of the best validation score of each model's picked configuration
+    over `--reseed` seeds."""
+    seeds = [2020 + i for i in range(args.reseed)]
+    params = {model: {n: [v] for n, v in key} for model, key in pick.items()}
+    run({"name": name, "models": list(pick), "datasets": ["ml-100k"], "model_params": params,
+         "fixed": fixed(args), "seeds": seeds}, out, args.workers)
+    found = {}
+    for model in pick:
+        scores = [curves(out / name, seed)[model][pick[model]][1] for seed in seeds]
+        found[model] = (statistics.mean(scores), statistics.stdev(scores) if len(scores) > 1 else 0.0, scores)
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--trials", type=int, default=12)
     parser.add_argument("--prune-after", type=int, default=3)
     parser.add_argument("--prune", default="asha", choices=("none", "median", "asha", "hyperband"))
-    parser.add_argument("--epochs", type=int, default=10)
-    parser.add_argument("--output", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
+    parser.add_argument("--epochs", type=int, default=20)
+    parser.add_argument("--batch-size", type=int, default=256, help="train_batch_size")
+    parser.add_argument("--stopping-step", type=int, default=3, help="validations without a gain before a stop")
+    parser.add_argument("--replays", type=int, default=200, help="sampler seeds replayed over the grid's curves")
+    parser.add_argument("--replay-only", action="store_true", help="no real search, no re-seeding: the replay")
+    parser.add_argument("--grid-seeds", type=int, default=1,
+                        help="run the grid with K seeds; the replay then also compares seed means of the picks")
+    parser.add_argument("--reseed", type=int, default=3, help="seeds for each side's pick (1: off)")
+    parser.add_argument("--output", type=Path, default=None,
+                        help="keep the runs here (default: a temporary folder); a second run reuses its grid")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         out = args.output or Path(folder)
         (out / "data").mkdir(parents=True, exist_ok=True)
-        base = {"models": list(SPACE), "datasets": ["ml-100k"], "model_params": SPACE,
-                "fixed": {**FIXED, "epochs": args.epochs}}
-        grid_seconds = run({**base, "name": "grid"}, out, args.workers)
-        search_seconds = run({**base, "name": "search", "search": "tpe", "trials": args.trials, "prune": args.prune,
-                              "prune_after": args.prune_after}, out, args.workers)
-        grid, search = collect(out / "grid"), collect(out / "search")
+        base = {"models": list(SPACE), "datasets": ["ml-100k"], "model_params": SPACE, "fixed": fixed(args)}
+        grid_seconds = run({**base, "name": "grid", "seeds": [2020 + i for i in range(args.grid_seeds)]},
+                           out, args.workers)
+        cells = curves(out / "grid")
+        searched = {}
+        if not args.replay_only:
+            name = f"search-tpe{args.trials}-{args.prune}{args.prune_after}"  # each setting its own sweep
+            search_seconds = run({**base, "name": name, "search": "tpe", "trials": args.trials, "prune": args.prune,
+                                  "prune_after": args.prune_after}, out, args.workers)
+            report_search(collect(out / "grid"), collect(out / name), grid_seconds, search_seconds)
+            searched = curves(out / name)
+            same, total = replayable(cells, searched)
+            print(f"\nreplay: {same} of {total} trials of the search above scored as their cell in the grid, "
+                  f"epoch by epoch")
+        means = seed_means(out / "grid", args.grid_seeds) if args.grid_seeds > 1 else None
+        report_replay(cells, means, out, args)
+        if not args.replay_only and args.reseed > 1:
+            report_picks(cells, searched, out, args)
+
+
+def report_search(grid: dict, search: dict, grid_seconds: float, search_seconds: float) -> None:
     print(f"{'model':<8} {'grid best':>10} {'search best':>12} {'ratio':>6} {'grid epochs':>12} "
           f"{'search epochs':>14} {'ratio':>6}   (runs: grid / search, pruned)")
     for model in SPACE:
@@ -86,7 +236,87 @@ def main() -> None:
               f"({gr} / {sr}, {sp} pruned)")
     ge, se = sum(v[1] for v in grid.values()), sum(v[1] for v in search.values())
     print(f"all epochs: grid {ge}, search {se}, ratio {se / ge:.3f}; wall time: grid {grid_seconds:.0f}s, "
-          f"search {search_seconds:.0f}s, ratio {search_seconds / grid_seconds:.3f}")
+          f"search {search_seconds:.0f}s, ratio {search_seconds / grid_seconds:.3f} "
+          f"(a grid already in --output is not run again)")
+
+
+def seed_means(sweep: Path, seeds: int) -> dict:
+    """{model: {configuration: mean over the seeds of its best validation score}}."""
+    per_seed = [curves(sweep, 2020 + i) for i in range(seeds)]
+    return {model: {key: statistics.mean(found[model][key][1] or 0.0 for found in per_seed) for key in cells}
+            for model, cells in per_seed[0].items()}
+
+
+def report_replay(cells: dict, means: dict | None, out: Path, args) -> None:
+    """Per model, over `--replays` sampler seeds: the search's best against the grid's, its epochs against
+    the grid's, how often both targets are met; with seed means, the same for the means of the picks."""
+    print(f"\n{args.replays} searches replayed per model: tpe, {args.trials} trials, {args.prune} after "
+          f"{args.prune_after}")
+    print(f"{'model':<8} {'ratio: median':>14} {'10th pct':>9} {'within 2%':>10} {'epochs: median':>15} "
+          f"{'max':>6} {'target met':>11}" + (f" {'seed means: median':>19} {'target met':>11}"
+                                              f" {'vs best mean: median':>21} {'target met':>11}" if means else ""))
+    ceilings = []
+    for model in SPACE:
+        best = max(final for _, final in cells[model].values() if final is not None)
+        good = sum(final is not None and final >= 0.98 * best for _, final in cells[model].values())
+        ceilings.append(f"{model} {good} of {len(cells[model])} "
+                        f"({hit_chance(len(cells[model]), good, args.trials):.0%})")
+        grid_pick = pick(cells[model])
+        total_epochs = sum(len(scores) for scores, _ in cells[model].values())
+        runs = [replay(cells[model], model, seed, args) for seed in range(args.replays)]
+        ratios = [(b or 0.0) / best for b, _, _ in runs]
+        shares = [e / total_epochs for _, e, _ in runs]
+        met = _met(ratios, shares)
+        deciles = statistics.quantiles(ratios, n=10) if len(ratios) > 1 else ratios
+        line = (f"{model:<8} {statistics.median(ratios):>14.3f} {deciles[0]:>9.3f} "
+                f"{sum(r >= 0.98 for r in ratios) / len(runs):>10.0%} {statistics.median(shares):>15.3f} "
+                f"{max(shares):>6.3f} {met:>11.0%}")
+        if means:
+            mean = means[model]
+            by_mean = [mean[chosen] / mean[grid_pick] if chosen else 0.0 for _, _, chosen in runs]
+            met_mean = _met(by_mean, shares)
+            by_best = [mean[chosen] / max(mean.values()) if chosen else 0.0 for _, _, chosen in runs]
+            met_best = _met(by_best, shares)
+            line += (f" {statistics.median(by_mean):>19.3f} {met_mean:>11.0%}"
+                     f" {statistics.median(by_best):>21.3f} {met_best:>11.0%}")
+        print(line)
+    print(f"cells within 2% of the grid's best (in brackets, the chance that {args.trials} distinct cells drawn "
+          f"at random include one): {', '.join(ceilings)}")
+    errors = noise(out / "grid")
+    print("standard error of the grid best's test mrr@10 over its users: " + ", ".join(
+        f"{model} {error:.1%} of the mean ({users} users)" for model, (users, error) in errors.items()))
+
+
+def _met(ratios: list[float], shares: list[float]) -> float:
+    """The share of searches that meet the target: within 2% of the reference, at most a third of the epochs."""
+    return sum(r >= 0.98 and s <= 1 / 3 for r, s in zip(ratios, shares)) / len(ratios)
+
+
+def hit_chance(cells: int, good: int, draws: int) -> float:
+    """The chance that `draws` distinct cells drawn at random from `cells` include one of `good` (pure)."""
+    draws = min(draws, cells)
+    return 1 - math.comb(cells - good, draws) / math.comb(cells, draws)
+
+
+def report_picks(cells: dict, searched: dict, out: Path, args) -> None:
+    """The configuration each side picked on validation, run with `--reseed` seeds."""
+    picks = {}
+    for model in SPACE:
+        picks[model] = (pick(cells[model]), pick(searched[model]))
+    print(f"\neach side's pick, {args.reseed} seeds (mean +- std of the best validation score)")
+    grid_side = reseed({m: g for m, (g, _) in picks.items()}, "grid-pick", out, args)
+    search_side = reseed({m: s for m, (_, s) in picks.items() if s is not None}, "search-pick", out, args)
+    for model, (grid_pick, search_pick) in picks.items():
+        gm, gs, _ = grid_side[model]
+        line = f"{model:<8} grid {_show(grid_pick)}: {gm:.4f} +- {gs:.4f}"
+        if model in search_side:
+            sm, ss, _ = search_side[model]
+            line += f"; search {_show(search_pick)}: {sm:.4f} +- {ss:.4f}; ratio {sm / gm:.3f}"
+        print(line)
+
+
+def _show(key: tuple) -> str:
+    return ",".join(f"{name}={value}" for name, value in key)
 
 
 if __name__ == "__main__":
