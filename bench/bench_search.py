@@ -35,7 +35,6 @@ real search: the grid (resumed from `--output`), then the replay.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import subprocess
 import sys
@@ -47,6 +46,12 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from recrunner import per_user  # noqa: E402
+from recrunner.callbacks.history import read_history  # noqa: E402
+from recrunner.record import RunRecord  # noqa: E402
+
 SPACE = {
     "SASRec": {"learning_rate": [0.0005, 0.002, 0.008], "hidden_dropout_prob": [0.1, 0.3, 0.5],
                "hidden_size": [16, 32, 64]},
@@ -67,35 +72,40 @@ def run(grid: dict, out: Path, workers: int, extra=()) -> float:
     return time.perf_counter() - started
 
 
+def runs_of(sweep: Path, seed: int):
+    """(run directory, RunRecord) of every run of the sweep with that seed."""
+    for path in sweep.rglob("metrics.json"):
+        record = RunRecord.read(path)
+        if record is not None and record.seed == seed:
+            yield path.parent, record
+
+
+def _final(record: RunRecord) -> float | None:
+    """The run's best validation score, or None when it was pruned (its score is from before its end)."""
+    return record.best_valid_score if record.status == "ok" else None
+
+
 def collect(sweep: Path, seed: int = 2020) -> dict:
     """{model: (best validation score, epochs trained, runs, pruned)} over every run of the sweep with
-    that seed; the best is over the runs that were not pruned (a pruned trial's score is from before
-    its end)."""
+    that seed; the best is over the runs that were not pruned."""
     found = {}
-    for path in sweep.rglob("metrics.json"):
-        record = json.loads(path.read_text())
-        if record.get("seed") != seed:
-            continue
-        best, epochs, runs, pruned = found.get(record["model"], (None, 0, 0, 0))
-        score = record.get("best_valid_score") if record["status"] == "ok" else None
+    for _, record in runs_of(sweep, seed):
+        best, epochs, runs, pruned = found.get(record.model, (None, 0, 0, 0))
+        score = _final(record)
         if score is not None and (best is None or score > best):
             best = score
-        found[record["model"]] = (best, epochs + (record.get("epochs_trained") or 0), runs + 1,
-                                  pruned + (record["status"] == "pruned"))
+        found[record.model] = (best, epochs + (record.epochs_trained or 0), runs + 1,
+                               pruned + (record.status == "pruned"))
     return found
 
 
 def curves(sweep: Path, seed: int = 2020) -> dict:
     """{model: {configuration: (validation scores epoch by epoch, best score or None)}} for one seed."""
     found = {}
-    for path in sweep.rglob("metrics.json"):
-        record = json.loads(path.read_text())
-        if record.get("seed") != seed:
-            continue
-        history = [json.loads(line) for line in (path.parent / "history.jsonl").read_text().splitlines() if line]
+    for run_dir, record in runs_of(sweep, seed):
+        history = read_history(run_dir / "history.jsonl")
         scores = [row["score"] for row in history if row.get("epoch", -1) >= 0 and "score" in row]
-        best = record.get("best_valid_score") if record["status"] == "ok" else None
-        found.setdefault(record["model"], {})[_key(record["params"], record["model"])] = (scores, best)
+        found.setdefault(record.model, {})[_key(record.params, record.model)] = (scores, _final(record))
     return found
 
 
@@ -105,14 +115,13 @@ def noise(sweep: Path, seed: int = 2020) -> dict:
     import numpy as np
 
     best = {}
-    for path in sweep.rglob("metrics.json"):
-        record = json.loads(path.read_text())
-        score = record.get("best_valid_score")
-        if record.get("seed") == seed and score is not None and score > best.get(record["model"], (-1, None))[0]:
-            best[record["model"]] = (score, path.parent / "test_per_user.npz")
+    for run_dir, record in runs_of(sweep, seed):
+        score = record.best_valid_score
+        if score is not None and score > best.get(record.model, (-1, None))[0]:
+            best[record.model] = (score, run_dir / "test_per_user.npz")
     found = {}
-    for model, (_, per_user) in best.items():
-        values = np.load(per_user)["mrr@10"]
+    for model, (_, path) in best.items():
+        values = per_user.load(path)["mrr@10"]
         found[model] = (len(values), values.std(ddof=1) / np.sqrt(len(values)) / values.mean())
     return found
 
