@@ -134,6 +134,22 @@ def test_a_configuration_drawn_again_is_not_trained_again_and_the_search_goes_on
     assert len(list(sweep.glob("final/**/metrics.json"))) == 1  # the search reached its final seeds
 
 
+def test_a_configuration_drawn_twice_at_once_is_trained_once_and_tells_both_trials(tmp_path, capsys, base_args):
+    # one configuration, two workers: the first ask gives two trials of the same cell at once
+    grid = _grid(tmp_path, params={"embedding_size": [4]})
+    code, out, err = run_cli(capsys, ["--grid", grid, "--search", "random", "--trials", "3", "--workers", "2",
+                                      *base_args])
+    assert code == 0, out + err
+    assert "done: 1 ok, 0 failed, 2 skipped in" in out and "running elsewhere" not in out  # no worker sent to it twice
+    sweep = tmp_path / "runs" / "tune"
+    (run_dir,) = [p.parent for p in sweep.glob("ml-100k/BPR/*/metrics.json")]
+    log = (run_dir / "run.log").read_text()
+    assert log.count("trainable parameters, device") == 1  # trained once, not by two workers at a time
+    trials = _study(sweep).trials
+    score = json.loads((run_dir / "metrics.json").read_text())["best_valid_score"]
+    assert [t.state.name for t in trials] == ["COMPLETE"] * 3 and all(t.value == score for t in trials)
+
+
 def test_final_seeds_repeat_the_configuration_best_on_validation(tmp_path, capsys, base_args):
     code, out, err = run_cli(capsys, ["--grid", _grid(tmp_path), "--search", "random", "--trials", "4",
                                       "--final-seeds", "2", *base_args])

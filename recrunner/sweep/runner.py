@@ -258,6 +258,7 @@ class _Sweep:
             else:
                 self.record.append(item.cell_id, Status.PENDING)
                 ready.append(item.cell_id)
+                under_way.add(item.cell_id)  # the same cell later in this batch is a repeat
         return ready
 
     def _add(self, items) -> None:
