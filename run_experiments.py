@@ -3,7 +3,7 @@
 import sys
 
 try:
-    from recrunner.cli import main
+    from recrunner.cli.main import main
 except ImportError as exc:  # run before `bash install.sh`: one line, not a traceback
     print(f"recrunner: error: {exc.name or exc} is not installed; set up first with `bash install.sh` "
           "(README: Set up, run, test)", file=sys.stderr)

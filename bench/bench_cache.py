@@ -7,7 +7,7 @@ configuration), in one process:
   seams.augmentation), checked equal to RecBole's, column by column;
 - the previous cache (format 1): the built objects pickled whole, its size and load time (median of 3
   processes);
-- the compact entry (recrunner.datacache): its size, the time to write it, and the median of 5
+- the compact entry (recrunner.data.cache): its size, the time to write it, and the median of 5
   loads, each in a fresh process as a run does; every part it gives back is checked equal to what RecBole built.
 Targets (issue 16): on ml-1m, the entry at most 5x its source files and loaded in at most 1 s.
 
@@ -35,7 +35,8 @@ def measure(model: str, dataset: str, data_path: Path, workdir: Path) -> dict:
 
     from recbole.utils import init_seed
 
-    from recrunner import Experiment, Workspace, datacache, prepare
+    from recrunner import Experiment, Workspace, prepare
+    from recrunner.data import cache as datacache
 
     workspace = Workspace(output_dir=workdir / "runs", data_path=data_path, config_dir=REPO / "configs")
     config = prepare(Experiment(model, dataset, {}), workspace).config
@@ -48,7 +49,7 @@ def measure(model: str, dataset: str, data_path: Path, workdir: Path) -> dict:
     init_seed(config["seed"], config["reproducibility"])  # the same random split, if the order is random
     started = time.perf_counter()
     built_dataset = datacache._dataset(config)
-    built, base = datacache._split(config, built_dataset)  # recrunner's (seams.augmentation)
+    built, base = datacache._split(config, built_dataset)  # recrunner.s (data.augmentation)
     split_seconds = time.perf_counter() - started
     for original, part in zip((plain, *plain_built), (built_dataset, *built)):
         for key, value in original.inter_feat.interaction.items():
@@ -82,7 +83,7 @@ def _load_in_a_fresh_process(path: Path, how: str = "entry") -> float:
     reads data: a compact entry (`_read`), or the previous cache's pickle (`pickle.load`)."""
     read = ("datacache._read(Path(sys.argv[1]))" if how == "entry" else "pickle.load(open(sys.argv[1], 'rb'))")
     code = ("import pickle, sys, time; sys.path.insert(0, sys.argv[2]); from pathlib import Path; "
-            "from recrunner import datacache; import recbole.config, recbole.data, recbole.trainer; "
+            "from recrunner.data import cache as datacache; import recbole.config, recbole.data, recbole.trainer; "
             f"started = time.perf_counter(); assert {read} is not None; print(time.perf_counter() - started)")
     out = subprocess.run([sys.executable, "-c", code, str(path), str(REPO)], check=True, capture_output=True, text=True)
     return float(out.stdout.strip().splitlines()[-1])

@@ -117,7 +117,7 @@ from pathlib import Path
 mode, model, dataset, data_path, output, repo, settings = sys.argv[1:8]
 sys.path.insert(0, repo)
 from recrunner import Experiment, Workspace, prepare
-from recrunner.datacache import load_data
+from recrunner.data.cache import load_data
 workspace = Workspace(output_dir=Path(output), data_path=Path(data_path), config_dir=Path(repo) / "configs")
 config = prepare(Experiment(model, dataset, json.loads(settings)), workspace).config
 started = time.perf_counter()

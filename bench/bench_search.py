@@ -48,9 +48,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from recrunner import per_user  # noqa: E402
-from recrunner.callbacks.history import read_history  # noqa: E402
-from recrunner.record import RunRecord  # noqa: E402
+from recrunner.run import per_user  # noqa: E402
+from recrunner.training.callbacks.history import read_history  # noqa: E402
+from recrunner.run.record import RunRecord  # noqa: E402
 
 SPACE = {
     "SASRec": {"learning_rate": [0.0005, 0.002, 0.008], "hidden_dropout_prob": [0.1, 0.3, 0.5],
@@ -134,8 +134,8 @@ def replay(cells: dict, model: str, seed: int, args) -> tuple[float | None, int,
     """One search over recorded curves: (best score of a trial not pruned, epochs trained, its cell)."""
     import optuna
 
-    from recrunner.search import make_pruner, make_sampler
-    from recrunner.search.space import parse
+    from recrunner.training.callbacks.pruning import make_pruner, make_sampler
+    from recrunner.sweep.space import parse
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     space = {name: parse(name, values).to_optuna() for name, values in sorted(SPACE[model].items())}

@@ -1,4 +1,4 @@
-"""Every RecBole model, one tiny run under recrunner and one under plain RecBole: README's table.
+"""Every RecBole model, one tiny run under recrunner and one under plain RecBole: docs/models.md's table.
 
     python bench/model_matrix.py [--out docs/model-matrix.md] [MODEL ...]
 
@@ -14,7 +14,7 @@ For each model: one epoch at the tiny settings of tests/tiny_models.py on ml-100
 
 Plain RecBole runs on the config recrunner resolved and in this process, so it gets recrunner's
 fixes too (the tree models' defaults, KSR's cast, the torch_scatter fallback once KGIN was
-built): README marks those models "equal*".
+built): docs/models.md marks those models "equal*".
 
 Prints a Markdown table (model, category, RecBole trainer, recrunner trainer, check, seconds)
 and the counts per category. Each model runs in this process; plain RecBole writes into a
@@ -42,8 +42,8 @@ def describe(model: str) -> tuple[str, str, str]:
     """(category, RecBole's trainer, recrunner's trainer) for `model`."""
     from recbole.utils import get_trainer
 
-    from recrunner.models import exlib_models, trainer_class_for
-    from recrunner.trainer import CustomTrainer
+    from recrunner.training.models import exlib_models, trainer_class_for
+    from recrunner.training.trainer import CustomTrainer
 
     if model in exlib_models():
         return "exlib (trees)", f"{model}Trainer", f"TreeTrainer + {model}Trainer"
@@ -58,7 +58,7 @@ def describe(model: str) -> tuple[str, str, str]:
 
 def check(model: str, workspace, scratch: Path) -> tuple[str, str, float]:
     from recrunner import Experiment, prepare, run_experiment
-    from recrunner.errors import RecrunnerError, one_line
+    from recrunner.core.errors import RecrunnerError, one_line
     from tests.plain_recbole import run_plain_recbole
     from tests.tiny_models import model_keys, tiny_params
 
@@ -94,7 +94,7 @@ def main(argv=None) -> int:
 
     os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"  # plain RecBole's own torch.load calls
     from recrunner import Workspace
-    from recrunner.models import available_models
+    from recrunner.training.models import available_models
     from tests.tiny_models import write_ml100k_with_kg_embeddings
 
     root = Path(tempfile.mkdtemp(prefix="model-matrix-"))

@@ -32,7 +32,7 @@ def base_args(tmp_path) -> list[str]:
 
 def run_cli(capsys, argv) -> tuple[int, str, str]:
     """(exit code, stdout, stderr) of `recrunner.cli.main(argv)`."""
-    from recrunner.cli import main
+    from recrunner.cli.main import main
 
     code = main(argv)
     captured = capsys.readouterr()
@@ -59,8 +59,9 @@ def read_hparams(run_dir: Path) -> dict:
     """A run's hparams row (values, status) and the columns TensorBoard shows for its output folder."""
     from tensorboard.plugins.hparams import metadata
 
-    from recrunner.hparams_columns import columns_file
-    from recrunner.tensorboard import HPARAMS_FILE, read_session
+    from recrunner.run.hparams_columns import columns_file
+    from recrunner.core.layout import HPARAMS_ROW as HPARAMS_FILE
+    from recrunner.training.tensorboard import read_session
 
     hparams, status = read_session(run_dir / HPARAMS_FILE)
     columns, metric_tags = [], []

@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from recrunner import ConfigError, Experiment, run_experiment
-from recrunner.checks import check_output_folder, impossible_values, key_lines
-from recrunner.data import atomic_file_problem
+from recrunner.config.checks import check_output_folder, impossible_values, key_lines
+from recrunner.data.files import atomic_file_problem
 
 from .conftest import REPO, TINY_BPR
 from .conftest import run_cli as _run
@@ -168,7 +168,7 @@ def test_a_restart_that_fails_before_training_brings_the_finished_run_back(works
     def no_data(config, workspace):
         raise OSError("the disk went away")
 
-    monkeypatch.setattr("recrunner.experiment._load_data", no_data)
+    monkeypatch.setattr("recrunner.run.experiment._load_data", no_data)
     again = run_experiment(Experiment("BPR", "ml-100k", TINY_BPR), workspace, console=False, restart=True)
     assert again.status == "failed" and "the disk went away" in again.error
     assert _unchanged(files) and json.loads((result.run_dir / "metrics.json").read_text())["status"] == "ok"
@@ -187,7 +187,7 @@ def test_a_restart_replaces_the_run_once_training_has_begun(workspace, finished)
 def test_a_full_disk_during_a_run_fails_it_with_one_line_and_the_same_command_resumes(workspace, monkeypatch):
     import errno
 
-    from recrunner import checkpoint
+    from recrunner.training import checkpoint
 
     real, calls = checkpoint.save_atomic, []
 
@@ -233,7 +233,7 @@ def test_settings_that_only_change_what_a_run_shows_keep_its_id(workspace):
 def test_what_the_early_checks_read_from_recboles_files_is_what_recbole_has():
     from recbole.evaluator.register import metrics_dict
 
-    from recrunner.checks import METRICS, canonical_model, recbole_keys, recbole_model_defaults_file
+    from recrunner.config.checks import METRICS, canonical_model, recbole_keys, recbole_model_defaults_file
 
     assert METRICS == sorted(metrics_dict)
     assert {"epochs", "learning_rate", "n_layers", "MAX_ITEM_LIST_LENGTH", "progress_every"} <= recbole_keys()

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from recrunner import Callback, ConfigError, Experiment, RunInterrupted, prepare, run_experiment
-from recrunner.callbacks.history import read_history
+from recrunner.training.callbacks.history import read_history
 
 from .conftest import TINY_BPR, TINY_SASREC, read_hparams, read_scalars, trainer_and_data
 
@@ -99,7 +99,7 @@ def test_a_per_batch_cosine_schedule_resumes_where_it_stopped(workspace, tmp_pat
         run_experiment(Experiment("SASRec", "ml-100k", params), other, console=False,
                        callbacks=[_InterruptAfterEpoch(1)])
     saved = torch.load(next(other.output_dir.rglob("last.pth")), weights_only=True)["callbacks"]
-    assert next(state for key, state in saved.items() if key.endswith(":LRScheduler"))["steps"] == 14  # 7 batches x 2
+    assert saved["LRScheduler"]["steps"] == 14  # 7 batches x 2; saved under its state_key
     resumed = run_experiment(Experiment("SASRec", "ml-100k", params), other, console=False)
 
     assert _lrs(resumed) == _lrs(reference) and len(set(_lrs(reference))) == 4
@@ -170,7 +170,7 @@ def test_mlflow_tracker_logs_params_every_metric_and_the_final_status(workspace,
     assert {"Train/Loss", "Train/LR", "Valid/recall_at_10", "Best_Valid/ndcg_at_10", "Test/hit_at_10"} <= logged
     assert fake.calls[-1][2] == {"status": "FINISHED"}
     # TensorBoard is a logger like it: the same scalars at the same steps (epoch -1 included)
-    from recrunner.callbacks.trackers import _mlflow_name
+    from recrunner.training.callbacks.trackers import _mlflow_name
 
     sent = {(key, kwargs["step"]): value for name, args, kwargs in fake.calls if name == "log_metrics"
             for key, value in args[0].items()}
@@ -178,6 +178,45 @@ def test_mlflow_tracker_logs_params_every_metric_and_the_final_status(workspace,
              for step, value in points}
     assert sent.keys() == board.keys() and ("Valid/ndcg_at_10", -1) in sent
     assert all(sent[key] == pytest.approx(board[key], rel=1e-6) for key in sent)
+
+
+class _FakeWandb(types.ModuleType):
+    """wandb's surface that RecBole's WandbLogger and recrunner's use: every call recorded."""
+
+    def __init__(self):
+        super().__init__("wandb")
+        self.calls, self.runs = [], 0
+        self.__spec__ = types.SimpleNamespace(name="wandb")
+
+    def init(self, **kwargs):
+        self.runs += 1
+        calls = self.calls
+        summary = types.SimpleNamespace(update=lambda metrics: calls.append(("summary", metrics)))
+        return types.SimpleNamespace(log=lambda metrics, step=None: calls.append(("log", metrics, step)),
+                                     finish=lambda exit_code=0: calls.append(("finish", exit_code)),
+                                     summary=summary, define_metric=lambda *a, **k: None)
+
+    def __getattr__(self, name):  # RecBole's logger: wandb.log, wandb.run, wandb.define_metric ...
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return lambda *args, **kwargs: self.calls.append((f"wandb.{name}", args, kwargs))
+
+
+def test_log_wandb_writes_weights_and_biases_through_one_path(workspace, monkeypatch):
+    fake = _FakeWandb()
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "wandb" else real_find_spec(name, *a))
+    result = run_experiment(Experiment("BPR", "ml-100k", {**TINY_BPR, "log_wandb": True}), workspace, console=False)
+
+    assert result.status == "ok"
+    assert fake.runs == 1  # one W&B run, recrunner's WandbLogger's
+    assert [c for c in fake.calls if c[0].startswith("wandb.")] == []  # RecBole's own logger wrote nothing
+    logged = [c[1] for c in fake.calls if c[0] == "log"]
+    assert sum("Train/Loss" in metrics for metrics in logged) == 2  # one per epoch, not twice
+    assert fake.calls[-1] == ("finish", 0)
 
 
 def test_a_tracker_that_is_not_installed_is_a_config_error_naming_the_extra(workspace):

@@ -4,14 +4,25 @@ import io
 import logging
 import math
 import random
+import types
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from recrunner.accumulation import GradientAccumulator
-from recrunner.callbacks import (EarlyStopping, NonFiniteGuard, ProgressBar, TrainerControl, improved, lr_multiplier,
-                                 metric_bigger, with_defaults)
+from recrunner.training.accumulation import GradientAccumulator
+from recrunner.training.callbacks import (
+    Callback,
+    CallbackHandler,
+    EarlyStopping,
+    NonFiniteGuard,
+    ProgressBar,
+    TrainerControl,
+    improved,
+    lr_multiplier,
+    metric_bigger,
+    with_defaults,
+)
 
 
 def test_improvement_follows_recbole_ties_min_delta_direction_and_nan():
@@ -145,7 +156,7 @@ def test_progress_off_a_terminal_is_a_log_line_every_interval(caplog):
 
 
 def test_progress_arithmetic():
-    from recrunner.callbacks.progress import duration, progress_line, run_left
+    from recrunner.training.callbacks.progress import duration, progress_line, run_left
 
     assert [duration(s) for s in (4.4, 187, 18060)] == ["4s", "3m07s", "5h01m"]
     assert run_left([], 10) is None and run_left([10.0, 20.0], 3) == 45.0
@@ -197,7 +208,7 @@ def test_accumulator_flush_steps_on_a_short_last_group():
 
 
 def test_plateau_schedule_lowers_the_rate_after_patience_validations_without_gain():
-    from recrunner.callbacks import LRScheduler
+    from recrunner.training.callbacks import LRScheduler
 
     optimizer = torch.optim.SGD(torch.nn.Linear(2, 1).parameters(), lr=0.1)
     trainer = SimpleNamespace(optimizer=optimizer, epochs=10, epoch=0, valid_metric_bigger=True)
@@ -214,7 +225,7 @@ def test_plateau_schedule_lowers_the_rate_after_patience_validations_without_gai
 
 
 def test_track_is_the_one_best_rule_ties_improve_nan_never_does():
-    from recrunner.callbacks.early_stopping import Best, track
+    from recrunner.training.callbacks.early_stopping import Best, track
 
     best = track(Best(), 0.2, 0, bigger=True)
     assert best == Best(0.2, 0, 0)
@@ -222,3 +233,62 @@ def test_track_is_the_one_best_rule_ties_improve_nan_never_does():
     assert track(best, 0.25, 1, bigger=True, min_delta=0.1) == Best(0.2, 0, 1)
     assert track(track(best, float("nan"), 1, bigger=True), 0.1, 2, bigger=True) == Best(0.2, 0, 2)
     assert track(Best(1.0, 3, 4), 0.9, 5, bigger=False) == Best(0.9, 5, 0)  # smaller is better (rmse)
+
+
+class _Counter(Callback):
+    """A stateful callback that sorts before EarlyStopping."""
+
+    order = -20
+
+    def __init__(self):
+        self.seen = 0
+
+    def on_validation_end(self, trainer, control, metrics, score):
+        self.seen += 1
+
+    def state_dict(self):
+        return {"seen": self.seen}
+
+    def load_state_dict(self, state):
+        self.seen = state["seen"]
+
+
+def test_a_resume_with_one_more_callback_keeps_early_stoppings_patience_count():
+    before = EarlyStopping("ndcg@10", patience=3)
+    for epoch, score in enumerate([0.5, 0.4, 0.3]):  # best at 0, then two validations without a gain
+        before.on_validation_end(types.SimpleNamespace(epoch=epoch), TrainerControl(), {"ndcg@10": score}, score)
+    saved = CallbackHandler([before]).state_dict()
+
+    after = EarlyStopping("ndcg@10", patience=3)
+    counter = _Counter()
+    CallbackHandler([counter, after]).load_state_dict(saved)  # the new callback sorts first
+
+    assert (after.best_epoch, after.bad_validations) == (0, 2)
+    assert counter.seen == 0  # nothing saved under its name: it keeps its own start
+
+
+def test_callback_state_is_saved_by_name_and_read_back_from_older_positional_keys():
+    stopping, counter = EarlyStopping("ndcg@10", patience=3), _Counter()
+    counter.seen = 4
+    assert set(CallbackHandler([stopping, counter]).state_dict()) == {"EarlyStopping[ndcg@10]", "_Counter"}
+    legacy = {"0:_Counter": {"seen": 7}}  # last.pth written before state keys
+    fresh = _Counter()
+    CallbackHandler([fresh]).load_state_dict(legacy)
+    assert fresh.seen == 7
+
+
+def test_two_callbacks_with_one_state_key_are_refused():
+    with pytest.raises(ValueError, match="two callbacks save their state as _Counter"):
+        CallbackHandler([_Counter(), _Counter()])
+
+
+def test_every_event_is_a_documented_no_op_of_callback_and_only_overrides_are_called():
+    import inspect
+
+    from recrunner.training.callbacks.base import EVENTS
+
+    for event in EVENTS:
+        method = getattr(Callback, event)
+        assert inspect.getdoc(method), f"Callback.{event} has no docstring"
+    handler = CallbackHandler([_Counter()])
+    assert [len(handler._methods[event]) for event in EVENTS] == [int(e == "on_validation_end") for e in EVENTS]

@@ -1,6 +1,6 @@
 import pytest
 
-from recrunner.callbacks import Callback, CallbackHandler, TrainerControl
+from recrunner.training.callbacks import Callback, CallbackHandler, TrainerControl
 
 
 def test_a_misspelled_event_method_is_an_error():

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from recrunner import checkpoint
-from recrunner.errors import CheckpointError
+from recrunner.training import checkpoint
+from recrunner.core.errors import CheckpointError
 
 
 def _state(value=1.0):

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from recrunner.cli import main
+from recrunner.cli.main import main
 
 from .conftest import REPO, TINY_BPR
 from .conftest import run_cli as _run
@@ -97,7 +97,7 @@ def test_data_path_comes_from_the_environment_when_not_given(tmp_path, capsys, m
 
 
 def test_a_known_dataset_is_a_clear_error_when_its_server_cannot_be_reached(base_args, capsys, monkeypatch):
-    from recrunner import data
+    from recrunner.data import files as data
 
     monkeypatch.setattr(data, "reachable", lambda url, timeout=3.0: False)
     code, _, err = _run(capsys, base_args + ["--dataset", "yelp"])
@@ -107,16 +107,16 @@ def test_a_known_dataset_is_a_clear_error_when_its_server_cannot_be_reached(base
 
 def test_an_unexpected_error_is_one_line_and_exit_code_1_and_keeps_the_finished_run(base_args, tmp_path,
                                                                                        monkeypatch, capsys):
-    import recrunner.sweep.runner
+    import recrunner.sweep.tables
 
-    write_results = recrunner.sweep.runner.write_results
+    write_results = recrunner.sweep.tables.write_results
 
     def disk_full_once_a_run_is_done(sweep_dir, *args, **kwargs):
         if list(sweep_dir.rglob("metrics.json")):
             raise OSError(28, "No space left on device")
         return write_results(sweep_dir, *args, **kwargs)
 
-    monkeypatch.setattr(recrunner.sweep.runner, "write_results", disk_full_once_a_run_is_done)
+    monkeypatch.setattr(recrunner.sweep.tables, "write_results", disk_full_once_a_run_is_done)
     argv = base_args + ["--model", "BPR", "--dataset", "ml-100k", "--set", *[f"{k}={v}" for k, v in TINY_BPR.items()]]
     code, _, err = _run(capsys, argv)
     assert code == 1

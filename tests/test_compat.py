@@ -8,7 +8,7 @@ import pytest
 
 from recrunner.seams import config as config_seam
 from recrunner.seams import environment
-from recrunner.errors import EnvironmentProblem
+from recrunner.core.errors import EnvironmentProblem
 
 from .conftest import TINY_BPR
 
@@ -44,7 +44,7 @@ def test_check_environment_raises_a_config_error(monkeypatch):
 
 
 def test_a_missing_recbole_is_one_line_with_exit_code_2(monkeypatch, capsys):
-    from recrunner.cli import main
+    from recrunner.cli.main import main
 
     monkeypatch.setattr(environment, "installed_versions", lambda: {"pandas": "2.3.3"})
     assert main(["--model", "BPR", "--dataset", "ml-100k", "--dry-run"]) == 2

@@ -1,9 +1,15 @@
 import pytest
 
-from recrunner.config import (available_metrics, check_overrides, check_valid_metric, coerce_value, load_yaml,
-                              parse_set_options)
-from recrunner.errors import ConfigError
-from recrunner.rundir import make_run_id
+from recrunner.config.params import (
+    available_metrics,
+    check_overrides,
+    check_valid_metric,
+    coerce_value,
+    load_yaml,
+    parse_set_options,
+)
+from recrunner.core.errors import ConfigError
+from recrunner.config.run_id import make_run_id
 
 
 def test_set_values_are_parsed_as_yaml():
@@ -83,7 +89,7 @@ def test_a_shortened_run_id_never_cuts_a_key_or_value_in_half():
 
 
 def test_an_interval_given_as_a_yaml_list_is_recboles_interval_string():
-    from recrunner.config import coerce_value
+    from recrunner.config.params import coerce_value
 
     assert coerce_value("user_inter_num_interval", [10, 60], None) == "[10,60]"
     assert coerce_value("user_inter_num_interval", "[10,inf)", None) == "[10,inf)"

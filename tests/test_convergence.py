@@ -4,7 +4,7 @@ import csv
 
 import yaml
 
-from recrunner.convergence import last_validated_epoch, under_trained
+from recrunner.run.convergence import last_validated_epoch, under_trained
 from tests.conftest import run_cli
 
 

@@ -1,11 +1,11 @@
-"""The compact data cache: what it stores rebuilds exactly what RecBole built (recrunner.datacache)."""
+"""The compact data cache: what it stores rebuilds exactly what RecBole built (recrunner.data.cache)."""
 
 import numpy as np
 import pytest
 import torch
 
 from recrunner import Experiment, prepare, run_experiment
-from recrunner.datacache import compact, entry
+from recrunner.data import compact, entry
 from tests.conftest import TINY_BPR, TINY_SASREC
 from tests.tiny_models import model_keys, tiny_params, write_ml100k_with_kg_embeddings
 
@@ -135,7 +135,7 @@ def _fresh_dataset(config):
     """The dataset as a run makes it: seeded first (a random order draws from it)."""
     from recbole.utils import init_seed
 
-    from recrunner import datacache
+    from recrunner.data import cache as datacache
 
     init_seed(config["seed"], config["reproducibility"])
     return datacache._dataset(config)
@@ -143,8 +143,8 @@ def _fresh_dataset(config):
 
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_the_build_and_an_entry_give_back_exactly_what_recbole_built(kind, workspace):
-    from recrunner import datacache
-    from recrunner.seams.augmentation import WindowedColumns
+    from recrunner.data import cache as datacache
+    from recrunner.data.augmentation import WindowedColumns
 
     model, params = KINDS[kind]
     config = prepare(Experiment(model, "ml-100k", params), workspace).config
@@ -193,8 +193,8 @@ WINDOWED = {  # name -> (model, settings): RecBole's augmentation and split, don
 
 @pytest.mark.parametrize("name", list(WINDOWED))
 def test_the_windowed_augmentation_builds_what_recbole_builds(name, workspace):
-    from recrunner import datacache
-    from recrunner.seams.augmentation import WindowedColumns
+    from recrunner.data import cache as datacache
+    from recrunner.data.augmentation import WindowedColumns
 
     model, params = WINDOWED[name]
     if model == "GRU4RecKG":
@@ -210,7 +210,7 @@ def test_the_windowed_augmentation_builds_what_recbole_builds(name, workspace):
 
 @pytest.mark.parametrize("width", [1, 3, 50])
 def test_history_rows_are_data_augmentation_s(width):
-    from recrunner.seams.augmentation import history_rows
+    from recrunner.data.augmentation import history_rows
 
     uid = np.repeat(np.array([1, 2, 5, 7]), [1, 4, 60, 2])
     rows, lengths = history_rows(uid, width)
@@ -278,8 +278,8 @@ def test_a_run_from_the_cache_scores_what_a_run_without_it_scores(kind, workspac
 
 
 def test_cache_list_shows_sizes_and_prune_removes_entries_whose_files_changed(workspace, capsys):
-    from recrunner.datacache import load_data
-    from recrunner.datacache.store import CachedEntry, prune_reason
+    from recrunner.data.cache import load_data
+    from recrunner.data.store import CachedEntry, prune_reason
     from tests.conftest import run_cli
 
     folder = workspace.data_path / "tiny"

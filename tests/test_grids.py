@@ -32,7 +32,7 @@ def test_every_cell_of_a_shipped_grid_runs(grid_file, tmp_path):
     workspace = Workspace(output_dir=tmp_path / "runs", data_path=SHARED_DATASETS if needs_shared else tmp_path,
                           config_dir=REPO / "configs")
     if grid.search:  # a search grid: one example configuration per (model, dataset) from its space
-        from recrunner.search.driver import example_cells
+        from recrunner.sweep.grid import example_cells
 
         cells = example_cells(expand_search(grid))
     else:

@@ -2,7 +2,7 @@
 
 import yaml
 
-from recrunner.cli import main
+from recrunner.cli.main import main
 
 
 def _tensorboard_view(logdir):

@@ -1,12 +1,12 @@
-"""recrunner.interrupts: a stop from outside is never a failure, and never cuts a record in half."""
+"""recrunner.core.interrupts: a stop from outside is never a failure, and never cuts a record in half."""
 
 import os
 import signal
 
 import pytest
 
-from recrunner.errors import RunInterrupted
-from recrunner.interrupts import deferred, sigterm_interrupts
+from recrunner.core.errors import RunInterrupted
+from recrunner.core.interrupts import deferred, sigterm_interrupts
 
 
 def test_an_interrupt_passes_every_except_exception_on_its_way():
@@ -50,7 +50,7 @@ def test_deferred_without_a_stop_changes_nothing():
 def test_a_stop_while_a_checkpoint_is_written_leaves_it_whole_and_is_still_a_stop(tmp_path, monkeypatch):
     import torch
 
-    from recrunner import checkpoint
+    from recrunner.training import checkpoint
 
     real_save = torch.save
 

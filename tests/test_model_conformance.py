@@ -1,4 +1,4 @@
-"""Every RecBole 1.2.1 model trains one tiny epoch under recrunner's loop (README: Every RecBole model).
+"""Every RecBole 1.2.1 model trains one tiny epoch under recrunner's loop (docs/models.md).
 
 One parametrized case per model, on ml-100k users with 10-60 interactions at tiny sizes
 (tests/tiny_models.py), all sharing one data cache. Each must end `ok` with a best.pth and a
@@ -11,9 +11,9 @@ import importlib
 import pytest
 
 from recrunner import Experiment, Workspace, run_experiment
-from recrunner.checkpoint import load as load_checkpoint
-from recrunner.errors import EnvironmentProblem
-from recrunner.models import available_models
+from recrunner.training.checkpoint import load as load_checkpoint
+from recrunner.core.errors import EnvironmentProblem
+from recrunner.training.models import available_models
 
 from .conftest import REPO
 from .tiny_models import model_keys, tiny_params, write_ml100k_with_kg_embeddings

@@ -1,11 +1,19 @@
 import pytest
 
-from recrunner.errors import ConfigError
-from recrunner.errors import EnvironmentProblem
-from recrunner.families import NCLLayer, PretrainLayer, pretraining_stages
-from recrunner.models import (REQUIREMENTS, Requirement, available_models, check_requirements, exlib_models,
-                              failure_hint, resolve_model, trainer_class_for)
-from recrunner.trainer import CustomTrainer
+from recrunner.core.errors import ConfigError
+from recrunner.core.errors import EnvironmentProblem
+from recrunner.training.families import NCLLayer, PretrainLayer, pretraining_stages
+from recrunner.training.models import (
+    REQUIREMENTS,
+    Requirement,
+    available_models,
+    check_requirements,
+    exlib_models,
+    failure_hint,
+    resolve_model,
+    trainer_class_for,
+)
+from recrunner.training.trainer import CustomTrainer
 
 
 def test_model_names_resolve_case_insensitively():
@@ -37,7 +45,7 @@ def test_model_trainers_that_change_the_epoch_are_layered_under_the_custom_loop(
 
 
 def test_every_recbole_trainer_has_a_trainer_under_the_custom_loop():
-    """No model is refused: each RecBole trainer is layered (recrunner.families)."""
+    """No model is refused: each RecBole trainer is layered (recrunner.training.families)."""
     from recbole.utils import get_model
 
     for name in available_models():

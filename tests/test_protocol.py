@@ -1,12 +1,13 @@
-"""The protocol card, the leakage audit and the sampled-metrics warning (recrunner.protocol)."""
+"""The protocol card, the leakage audit and the sampled-metrics warning (recrunner.run.protocol)."""
 
 import json
 
 import numpy as np
 import pytest
 
-from recrunner import Experiment, prepare, protocol, run_experiment
-from recrunner.record import RunRecord
+from recrunner import Experiment, prepare, run_experiment
+from recrunner.run import protocol
+from recrunner.run.record import RunRecord
 from tests.conftest import TINY_BPR, run_cli
 
 GLOBAL = {"eval_args": {"split": {"RS": [0.8, 0.1, 0.1]}, "order": "TO", "group_by": None, "mode": "full"}}
@@ -52,7 +53,7 @@ def timed_dataset(workspace) -> str:
 
 
 def _card(workspace, dataset, params):
-    from recrunner.datacache import load_data
+    from recrunner.data.cache import load_data
 
     params = {"load_col": {"inter": ["user_id", "item_id", "timestamp"]}, **params}
     config = prepare(Experiment("Pop", dataset, params), workspace).config

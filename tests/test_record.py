@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from recrunner.record import RunRecord, Status
+from recrunner.run.record import RunRecord, Status
 
 
 def test_a_record_round_trips_and_its_status_is_written_as_text(tmp_path):
@@ -39,7 +39,7 @@ def test_every_run_records_where_its_numbers_come_from(base_args, capsys):
     import os
     import subprocess
 
-    from recrunner.cli import main
+    from recrunner.cli.main import main
 
     from .conftest import REPO
 
@@ -56,7 +56,7 @@ def test_every_run_records_where_its_numbers_come_from(base_args, capsys):
         assert isinstance(origin["git"]["recrunner"]["dirty"], bool)
     assert {"python", "recrunner", "recbole", "torch", "numpy", "pandas", "scipy"} <= set(origin["versions"])
     inter = next(f for f in origin["data"] if f["file"] == "ml-100k.inter")
-    from recrunner.data import builtin_dataset_dir
+    from recrunner.data.files import builtin_dataset_dir
 
     path = builtin_dataset_dir() / "ml-100k" / "ml-100k.inter"
     assert inter["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest() and inter["bytes"] == path.stat().st_size

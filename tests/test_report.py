@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import yaml
 
-from recrunner.cli import main
+from recrunner.cli.main import main
 from recrunner.report import stats
 
 

@@ -2,7 +2,7 @@
 
 import json
 
-from recrunner.reproduce import explain
+from recrunner.run.reproduce import explain
 from tests.conftest import TINY_BPR, run_cli
 
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from recrunner import ConfigError, Experiment, run_experiment
+from recrunner.training.callbacks.history import read_history
 
 from .conftest import REPO, TINY_BPR, TINY_SASREC, read_scalars
 
@@ -85,6 +86,16 @@ def test_a_killed_run_resumes_to_exactly_the_uninterrupted_result(model, params,
     steps = [step for step, _ in read_scalars(resumed.run_dir)["Train/Loss"]]
     assert steps == list(range(params["epochs"]))
     assert read_scalars(resumed.run_dir)["Valid/recall@10"][0][0] == -1
+    # one training time: every process's epochs, as last.pth keeps it; seconds_to_best within it
+    import torch
+
+    record = json.loads((resumed.run_dir / "metrics.json").read_text())
+    state = torch.load(resumed.run_dir / "checkpoints" / "last.pth", weights_only=True)
+    assert record["train_seconds"] == round(state["train_seconds"], 3)
+    epochs = [line["seconds"] for line in read_history(resumed.run_dir / "history.jsonl") if line["epoch"] >= 0]
+    assert len(epochs) == params["epochs"]  # the killed process's epochs and the resumed one's
+    assert record["train_seconds"] >= sum(epochs) - 0.001 * len(epochs)  # each line rounded to 1 ms
+    assert record["seconds_to_best"] <= record["train_seconds"]
 
 
 FAMILY_CASES = [

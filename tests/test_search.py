@@ -12,9 +12,9 @@ import time
 import pytest
 import yaml
 
-from recrunner.errors import ConfigError
-from recrunner.search import space
-from recrunner.search.budget import budgets, unequal
+from recrunner.core.errors import ConfigError
+from recrunner.sweep import space
+from recrunner.report.budget import budgets, unequal
 from tests.conftest import REPO, read_hparams, run_cli
 
 optuna = pytest.importorskip("optuna")
@@ -32,7 +32,7 @@ def _grid(tmp_path, **settings) -> str:
 
 
 def _study(sweep_dir):
-    from recrunner.search.pruning import storage_of
+    from recrunner.training.callbacks.pruning import storage_of
 
     return optuna.load_study(study_name="ml-100k/BPR", storage=storage_of(str(sweep_dir / "search" / "study.journal")))
 

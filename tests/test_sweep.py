@@ -11,8 +11,8 @@ import time
 import pytest
 import yaml
 
-from recrunner.callbacks.history import read_history
-from recrunner.cli import main
+from recrunner.training.callbacks.history import read_history
+from recrunner.cli.main import main
 from recrunner.sweep.record import SweepRecord
 
 from .conftest import REPO
@@ -189,3 +189,43 @@ def test_the_ray_backend_runs_cells_on_a_local_instance_with_the_same_numbers(wo
     assert main(_args(workspace, grid, "--name", "local")) == 0
     local = {r["cell"]: r["test/ndcg@10"] for r in _rows(workspace.output_dir / "local")}
     assert len(on_ray) == 2 and on_ray == local
+
+
+def test_the_final_tables_show_a_cell_another_command_finished_meanwhile(workspace, tmp_path, monkeypatch, capsys):
+    """Two sweep commands on one folder: a cell the other command runs ('busy' here) and finishes while
+    this one works must not stay 'pending' in the tables this command writes last."""
+    import shutil
+    import socket
+
+    from recrunner.sweep import runner
+
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(yaml.safe_dump({"name": "two", "models": ["Pop"], "datasets": ["ml-100k"], "seeds": [1, 2],
+                                    "fixed": {"epochs": 1}}))
+    assert main(_args(workspace, grid)) == 0  # the runs the other command will have made
+    sweep_dir = workspace.output_dir / "two"
+    (first, other) = sorted(p.parent for p in sweep_dir.rglob("metrics.json"))
+    kept = tmp_path / "kept"
+    shutil.copytree(other, kept)
+    shutil.rmtree(other)
+    for name in ("sweep.jsonl", "results.csv", "results.md"):
+        (sweep_dir / name).unlink()
+    shutil.rmtree(first)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:  # the other command: alive, holding the cell
+        cell = "/".join(other.parts[-3:])
+        SweepRecord(sweep_dir / "sweep.jsonl", owner=f"{socket.gethostname()}:{sleeper.pid}").append(cell, "running")
+        real_dispatch = runner._Sweep._dispatch
+
+        def dispatch_while_the_other_finishes(self, cell_id, executor):
+            if not other.exists():
+                shutil.copytree(kept, other)  # ... and finishes it once this command has begun
+            return real_dispatch(self, cell_id, executor)
+
+        monkeypatch.setattr(runner._Sweep, "_dispatch", dispatch_while_the_other_finishes)
+        assert main(_args(workspace, grid)) == 0
+    finally:
+        sleeper.kill()
+    assert "running in another sweep process" in capsys.readouterr().out
+    assert sorted(row["status"] for row in _rows(sweep_dir)) == ["ok", "ok"]
+    assert "pending" not in (sweep_dir / "results.md").read_text()

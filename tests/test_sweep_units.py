@@ -10,7 +10,7 @@ from recrunner.sweep import Grid, expand, grid_from_mapping, load_grid, swept_pa
 from recrunner.sweep.executors import died
 from recrunner.sweep.record import CellState, SweepRecord, decide, fold
 from recrunner.sweep.results import cell_row, results_csv, results_markdown
-from recrunner.tables import best_configurations
+from recrunner.report.tables import best_configurations
 from recrunner.sweep.planning import dispatch_order
 
 from .conftest import REPO
@@ -176,7 +176,7 @@ def test_a_cell_row_reads_metrics_json_and_marks_missing_ones_pending(tmp_path):
 
 
 def test_tables_are_rewritten_after_each_cell_unless_that_costs_more_than_a_tenth_of_the_time():
-    from recrunner.sweep.runner import TableSchedule
+    from recrunner.sweep.tables import TableSchedule
 
     schedule = TableSchedule(share=0.1)
     assert schedule.due(0.0)  # never written

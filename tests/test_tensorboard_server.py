@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 import yaml
 
-from recrunner.cli import main
+from recrunner.cli.main import main
 
 
 def _free_port():

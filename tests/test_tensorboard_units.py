@@ -6,13 +6,21 @@ import sys
 
 import pytest
 
-from recrunner.hparams_columns import (COLUMNS_DIR, INDEX_FILE, ROWS_DIR, ColumnStats, columns_file, shown_columns,
-                                       write_experiment)
-from recrunner.tensorboard import HPARAMS_FILE, hparams_summaries, write_event_file
+from recrunner.run.hparams_columns import (
+    INDEX_FILE,
+    ROWS_DIR,
+    ColumnStats,
+    columns_file,
+    shown_columns,
+    write_experiment,
+)
+from recrunner.core.layout import HPARAMS_ROW as HPARAMS_FILE
+from recrunner.core.layout import OutputPaths
+from recrunner.training.tensorboard import hparams_summaries, write_event_file
 
 WRITER = """
 import sys
-from recrunner.hparams_columns import write_experiment
+from recrunner.run.hparams_columns import write_experiment
 for _ in range(int(sys.argv[2])):
     write_experiment(sys.argv[1])
 """
@@ -48,7 +56,7 @@ def test_concurrent_writers_neither_collide_nor_leave_partial_files(tmp_path):
 
     assert [w.returncode for w in writers] == [0] * 4, "\n".join(errors)
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == [".hparams.lock"]  # no run named "."
-    assert sorted(p.name for p in (tmp_path / COLUMNS_DIR).iterdir()) == [HPARAMS_FILE, INDEX_FILE, ROWS_DIR]
+    assert sorted(p.name for p in OutputPaths(tmp_path).hparams_columns.iterdir()) == [HPARAMS_FILE, INDEX_FILE, ROWS_DIR]
     hparams, metrics = _columns(columns_file(tmp_path))
     assert hparams == {"model", "embedding_size", "hidden_size", "status"}
     assert metrics == {"Best_Valid/score", "Best_Valid/recall@10", "Best_Valid/ndcg@10", "Test/recall@10", "Test/ndcg@10"}
@@ -63,7 +71,7 @@ def test_the_last_writer_sees_every_finished_run(tmp_path):
 
 
 def test_a_finished_run_reads_only_its_own_files_and_the_columns_stay_whole(tmp_path, monkeypatch):
-    import recrunner.tensorboard as tensorboard
+    import recrunner.training.tensorboard as tensorboard
 
     for k in range(5):
         _run(tmp_path, f"r{k}", {"model": "BPR", "embedding_size": 8 * (k + 1)}, "recall@10")
@@ -81,7 +89,7 @@ def test_a_finished_run_reads_only_its_own_files_and_the_columns_stay_whole(tmp_
     shutil.rmtree(tmp_path / "new")  # a deleted run leaves the columns
     write_experiment(tmp_path, changed=tmp_path / "r0")
     assert _columns(columns_file(tmp_path))[0] == {"model", "embedding_size", "status"}
-    (tmp_path / COLUMNS_DIR / INDEX_FILE).write_text("{cut short")  # unreadable: every run is read again
+    (OutputPaths(tmp_path).hparams_columns / INDEX_FILE).write_text("{cut short")  # unreadable: every run is read again
     reads.clear()
     write_experiment(tmp_path, changed=tmp_path / "r0")
     assert sorted(reads) == [f"r{k}" for k in range(5)]
@@ -122,7 +130,7 @@ def test_columns_kept_as_counts_equal_the_columns_of_every_run_read_again(tmp_pa
     import random
     import shutil
 
-    from recrunner.hparams_columns import _Columns
+    from recrunner.run.hparams_columns import _Columns
 
     rng = random.Random(0)
     alive = set()
@@ -143,10 +151,10 @@ def test_columns_kept_as_counts_equal_the_columns_of_every_run_read_again(tmp_pa
             alive.add(name)
             changed = tmp_path / name
         write_experiment(tmp_path, changed=changed)
-        index = json.loads((tmp_path / COLUMNS_DIR / INDEX_FILE).read_text())
+        index = json.loads((OutputPaths(tmp_path).hparams_columns / INDEX_FILE).read_text())
         incremental = (_columns(columns_file(tmp_path)), index["stats"])
         assert sorted(index["runs"]) == sorted(f"{run}/{HPARAMS_FILE}" for run in alive)
-        assert len(list((tmp_path / COLUMNS_DIR / ROWS_DIR).iterdir())) == len(alive)
+        assert len(list((OutputPaths(tmp_path).hparams_columns / ROWS_DIR).iterdir())) == len(alive)
         rebuilt = _Columns(tmp_path)._rebuild()
         assert incremental == (_columns(columns_file(tmp_path)), rebuilt["stats"])
         write_experiment(tmp_path)  # every run read again: the same columns
@@ -167,7 +175,7 @@ def test_column_stats_count_values_in_and_out():
 def test_a_kill_between_a_row_and_the_index_leaves_columns_the_next_run_gets_right(tmp_path, monkeypatch):
     import shutil
 
-    import recrunner.hparams_columns as hparams_columns
+    import recrunner.run.hparams_columns as hparams_columns
 
     _run(tmp_path, "a", {"model": "BPR", "embedding_size": 8}, "recall@10")
     _run(tmp_path, "b", {"model": "BPR", "embedding_size": 16}, "recall@10")
@@ -184,6 +192,6 @@ def test_a_kill_between_a_row_and_the_index_leaves_columns_the_next_run_gets_rig
 
     write_experiment(tmp_path, changed=tmp_path / "b")  # the same run's next update (or a later run's)
     assert _columns(columns_file(tmp_path))[0] == {"model", "embedding_size", "hidden_size", "status"}
-    index = json.loads((tmp_path / COLUMNS_DIR / INDEX_FILE).read_text())
+    index = json.loads((OutputPaths(tmp_path).hparams_columns / INDEX_FILE).read_text())
     assert index["stats"] == hparams_columns._Columns(tmp_path)._rebuild()["stats"]
-    assert len(list((tmp_path / COLUMNS_DIR / ROWS_DIR).iterdir())) == 2
+    assert len(list((OutputPaths(tmp_path).hparams_columns / ROWS_DIR).iterdir())) == 2

@@ -14,14 +14,14 @@ CELL_AFTER_PRELOAD = """
 import json, sys
 from pathlib import Path
 import recrunner.sweep.preload
-from recrunner.experiment import Experiment, Workspace
+from recrunner.run.experiment import Experiment, Workspace
 from recrunner.sweep.worker import Task, run_task
 
 workspace = Workspace(output_dir=Path(sys.argv[1]), data_path=Path(sys.argv[1]), config_dir=Path(sys.argv[2]))
 before = set(sys.modules)
 result = run_task(Task(cell="c", experiment=Experiment("SASRec", "ml-100k", json.loads(sys.argv[3])),
                        workspace=workspace, threads=1))
-print(json.dumps({"status": result["status"], "imported": sorted(set(sys.modules) - before)}))
+print(json.dumps({"status": str(result.status), "imported": sorted(set(sys.modules) - before)}))
 """
 
 

@@ -1,7 +1,7 @@
 """Tiny settings under which every RecBole model trains one epoch on ml-100k in seconds.
 
 Used by the conformance test (tests/test_model_conformance.py) and by bench/model_matrix.py,
-which writes README's model table. Only keys a model has are set: RecBole's defaults otherwise.
+which writes docs/models.md's model table. Only keys a model has are set: RecBole's defaults otherwise.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@
 Every run under the folder that has a metrics.json counts; for each model and dataset the
 configuration with the best mean validation score is reported (selection on validation). Runs
 evaluated under different protocols are never pooled: each protocol of a dataset is a column of
-its own (recrunner.protocol.separate). Rendering lives in render.py.
+its own (recrunner.run.protocol.separate). Rendering lives in render.py.
 """
 
 from __future__ import annotations
@@ -28,11 +28,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..callbacks import metric_bigger
-from ..errors import ConfigError
-from ..protocol import separate
-from ..record import FILE_NAME, RunRecord, Status
-from ..tables import best_configurations
+from ..training.callbacks import metric_bigger
+from ..core.errors import ConfigError
+from ..run.protocol import separate
+from ..core.layout import RunPaths, SweepPaths
+from ..training.callbacks.history import read_history
+from ..run.record import RunRecord, Status
+from .tables import best_configurations
 from . import stats
 from .model import Report
 from .render import write_report
@@ -43,7 +45,7 @@ __all__ = ["build_report", "discover", "write_report"]
 def discover(sweep_dir: Path) -> list[dict]:
     """A row per run under `sweep_dir` (metrics.json), with its parameters and run directory."""
     rows = []
-    for path in sorted(Path(sweep_dir).rglob(FILE_NAME)):
+    for path in SweepPaths(Path(sweep_dir)).run_records():
         record = RunRecord.read(path)
         if record is None:
             continue
@@ -90,7 +92,7 @@ def _ordered(sweep_dir, rows, key):
     """The sweep's own order (results.csv), else alphabetical."""
     order = []
     try:
-        with open(Path(sweep_dir) / "results.csv") as f:
+        with open(SweepPaths(Path(sweep_dir)).results_csv) as f:
             order = list(dict.fromkeys(r[key] for r in csv.DictReader(f)))
     except (OSError, KeyError):
         pass
@@ -101,17 +103,10 @@ def _ordered(sweep_dir, rows, key):
 def _flags(row) -> list:
     reasons = []
     error = row.get("error") or ""
-    history = row["run_dir"] / "history.jsonl"
+    history = RunPaths(row["run_dir"]).history
     non_finite = "non-finite" in error or "became nan" in error or "became inf" in error
     if history.exists() and not non_finite:
-        for line in history.read_text().splitlines():
-            try:
-                loss = json.loads(line).get("loss")
-            except ValueError:
-                continue
-            if loss is not None and not math.isfinite(loss):
-                non_finite = True
-                break
+        non_finite = any(line.get("loss") is not None and not math.isfinite(line["loss"]) for line in read_history(history))
     if non_finite:
         reasons.append("non-finite training loss")
     start = row["initial_valid"].get(row["valid_metric"])
@@ -150,7 +145,7 @@ def _significance(report: Report) -> dict:
 
 def _paired_seeds(report: Report, model: str, dataset: str, metric: str) -> list:
     """[(users, model values, baseline values)] per seed both ran, from test_per_user.npz."""
-    from ..per_user import load
+    from ..run.per_user import load
 
     base_runs = {r["seed"]: r for r in report.chosen.get((report.baseline, dataset), [])}
     paired = []
@@ -158,7 +153,7 @@ def _paired_seeds(report: Report, model: str, dataset: str, metric: str) -> list
         base = base_runs.get(run["seed"])
         if base is None:
             continue
-        a, b = run["run_dir"] / "test_per_user.npz", base["run_dir"] / "test_per_user.npz"
+        a, b = RunPaths(run["run_dir"]).test_per_user, RunPaths(base["run_dir"]).test_per_user
         if not (a.exists() and b.exists()):
             continue
         candidate, baseline = load(a), load(b)

@@ -6,12 +6,13 @@ through `cell_stats` and `curves`, so neither depends on the other.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..tables import ResultTable
+from ..core.layout import RunPaths
+from ..training.callbacks.history import read_history
+from .tables import ResultTable
 
 @dataclass
 class Report:
@@ -24,7 +25,7 @@ class Report:
     significance: dict = field(default_factory=dict)  # (metric, dataset, model) -> stats.Comparison
     flags: list = field(default_factory=list)          # (run, reason)
     counts: dict = field(default_factory=dict)
-    protocols: dict = field(default_factory=dict)      # dataset (label) -> its protocol card (recrunner.protocol)
+    protocols: dict = field(default_factory=dict)      # dataset (label) -> its protocol card (recrunner.run.protocol)
     interval: str = "std"                              # tables show mean ± std, or ± 95% CI over seeds ("ci")
     alpha: float = 0.05
     rows: list = field(default_factory=list)           # every run, as discover() found it (budgets)
@@ -36,7 +37,7 @@ class Report:
 
 
 def cell_stats(report, model, dataset, metric) -> tuple[float, float, int]:
-    """(mean, std, n) of a test metric over the chosen runs of (model, dataset) (recrunner.tables)."""
+    """(mean, std, n) of a test metric over the chosen runs of (model, dataset) (recrunner.report.tables)."""
     return report.table.cell(model, dataset, metric)
 
 
@@ -59,14 +60,10 @@ def curves(report: Report, dataset: str) -> dict:
     for model in report.models:
         per_epoch = defaultdict(list)
         for run in report.chosen.get((model, dataset), []):
-            path = run["run_dir"] / "history.jsonl"
+            path = RunPaths(run["run_dir"]).history
             if not path.exists():
                 continue
-            for line in path.read_text().splitlines():
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    continue
+            for entry in read_history(path):
                 value = (entry.get("valid") or {}).get(run["valid_metric"])
                 if value is not None:
                     per_epoch[entry["epoch"]].append(value)

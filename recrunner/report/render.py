@@ -9,12 +9,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..convergence import UNDER_TRAINED_MARK
-from ..protocol import card_lines
-from ..protocol import summary as protocol_summary
-from ..protocol import warnings as protocol_warnings
-from ..rundir import write_text_atomic
-from ..search.budget import budget_lines, budgets
+from ..core.layout import SweepPaths
+from ..run.convergence import UNDER_TRAINED_MARK
+from ..run.protocol import card_lines
+from ..run.protocol import summary as protocol_summary
+from ..run.protocol import warnings as protocol_warnings
+from ..core.files import write_text_atomic
+from .budget import budget_lines, budgets
 from .model import Report, cell_spread, cell_stats, under_trained
 
 
@@ -180,7 +181,7 @@ def _num(value):
 def write_report(report: Report, out_dir: Path | None = None) -> list[Path]:
     from . import plots
 
-    out_dir = Path(out_dir or report.sweep_dir / "report")
+    out_dir = Path(out_dir or SweepPaths(report.sweep_dir).report)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for name, text in (("report.md", markdown(report)), ("summary.csv", summary_csv(report)),

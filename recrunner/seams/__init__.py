@@ -3,7 +3,7 @@
 Nothing here edits the installed package: each seam wraps, sets back or supplies something at
 one call site, and its module's docstring has the table of what RecBole does and what recrunner
 does instead. docs/design.md (Seams) also lists the RecBole methods the trainer overrides or
-calls, which live with the trainer (recrunner/trainer.py, families.py, trees.py).
+calls, which live with the trainer (recrunner/training/: trainer.py, families.py, trees.py).
 
 | module        | RecBole's                                                    | why                                   |
 |---------------|--------------------------------------------------------------|---------------------------------------|
@@ -14,6 +14,9 @@ calls, which live with the trainer (recrunner/trainer.py, families.py, trees.py)
 | evaluator     | Evaluator.evaluate keeps only means                          | per-user values for significance      |
 | dataset       | create_dataset's class choice; Dataset.build per run; the    | the shared data cache, stored compact |
 |               | history lists data_augmentation fills                        |                                       |
-| augmentation  | data_augmentation's Python loop and its whole-dataset lists  | 20M interactions in 24 GiB; speed     |
 | torch_scatter | (KGIN, MCCLK) torch_scatter's scatter_mean, scatter_softmax  | no wheel for this torch on PyPI       |
+
+One seam lives with the layer it serves: RecBole's `SequentialDataset.data_augmentation` (its
+Python loop and whole-dataset history lists) is replaced by array operations in
+recrunner/data/augmentation.py, whose recipes the data cache stores (data/compact.py).
 """

@@ -3,7 +3,7 @@
 | RecBole 1.2.1                                        | recrunner                                     |
 |------------------------------------------------------|-----------------------------------------------|
 | `create_dataset(config)` picks the class by model    | `dataset_class_name`: the same choice, for    |
-| name and type (recbole.data.utils)                   | the cache key (datacache.data_key)            |
+| name and type (recbole.data.utils)                   | the cache key (data/cache.py: data_key)            |
 | `data_preparation` calls `dataset.build()` (filter,  | `reuse_built`: `build` returns the cached     |
 | remap, augment, split) before making the loaders     | split; the run's config is set on every part  |
 | `SequentialDataset.data_augmentation` (in build):     | `history_columns`: which columns are history  |

@@ -27,7 +27,7 @@ import contextlib
 import warnings
 from importlib import metadata
 
-from ..errors import EnvironmentProblem
+from ..core.errors import EnvironmentProblem
 
 RECBOLE_VERSION = "1.2.1"
 
@@ -108,7 +108,7 @@ def prepare_environment() -> None:
     """What every process does before RecBole runs: check, restore, quiet (idempotent).
 
     Called by `prepare` (every run, in every worker), by the command line, and when
-    recrunner.trainer is imported, for scripts that build RecBole's Config themselves.
+    recrunner.training.trainer is imported, for scripts that build RecBole's Config themselves.
     """
     check_environment()
     restore_removed_names()

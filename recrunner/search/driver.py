@@ -19,16 +19,18 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..callbacks import metric_bigger
-from ..errors import ConfigError
-from ..record import RunRecord, Status
-from .pruning import TrialRef, make_pruner, make_sampler, storage_of
-from .space import SearchSpec  # noqa: F401 (re-exported)
+from ..core.layout import FINAL, SweepPaths
+from ..training.callbacks import metric_bigger
+from ..core.errors import ConfigError
+from ..run.record import RunRecord, Status
+from ..run.result import RunResult
+from ..training.callbacks.pruning import TrialRef, make_pruner, make_sampler, storage_of
+from ..sweep.grid import example_value
+from ..sweep.space import SearchSpec  # noqa: F401 (re-exported)
 
 logger = logging.getLogger("recrunner")
 
 METHODS = ("random", "tpe")
-FINAL = "final"  # the folder (and record role) of the final seeds' runs
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,7 @@ class Search:
 
     def __init__(self, specs, planner, sweep_dir: Path, options: SearchOptions):
         self.specs, self.plan_cell, self.options = list(specs), planner, options
-        self.storage_url = options.storage or str(Path(sweep_dir) / "search" / "study.journal")
+        self.storage_url = options.storage or str(SweepPaths(Path(sweep_dir)).study_journal)
         self.studies: dict[str, object] = {}
         self.epochs: dict[str, int] = {}
         self.directions: dict[str, str] = {}
@@ -61,7 +63,7 @@ class Search:
         """Plan an example cell of each study (nothing is written): a parameter the model does not
         have, a wrong type or an impossible value is a ConfigError before any trial."""
         for spec in self.specs:
-            probe = self.plan_cell(spec, {name: _example(d) for name, d in spec.space.items()}, spec.seeds[0], None)
+            probe = self.plan_cell(spec, {name: example_value(d) for name, d in spec.space.items()}, spec.seeds[0], None)
             if probe.error:
                 raise ConfigError(f"the search space of {spec.model} on {spec.dataset}: {probe.error}")
             self.epochs[spec.study_name] = int(probe.config["epochs"])
@@ -93,7 +95,7 @@ class Search:
                 item = self._plan_trial(spec, trial)
                 record = RunRecord.read(item.run_dir) if item.run_dir else None
                 if record is not None and record.status.finished:
-                    self.tell(item.cell_id, {"status": record.status, "error": record.error})
+                    self.tell(item.cell_id, RunResult.from_record(item.run_dir, record))
                 else:
                     again.append(item)
         return again
@@ -119,7 +121,7 @@ class Search:
     def _ask(self, spec: SearchSpec):
         """A new trial of the spec's study while its budget lasts (the count and the ask under one
         lock, so two sweep processes on one study never ask more than `trials`), else None."""
-        from ..rundir import file_lock
+        from ..core.files import file_lock
 
         study = self.studies[spec.study_name]
         lock = Path(self.storage_url + ".ask.lock") if "://" not in self.storage_url else None
@@ -184,21 +186,21 @@ class Search:
         return left
 
     # ---------------------------------------------------------------- telling
-    def tell(self, cell_id: str, result: dict) -> None:
+    def tell(self, cell_id: str, result: RunResult) -> None:
         """Tell each trial the run answers how it ended (a final seed's run tells nothing)."""
         spec, numbers = self.cells.get(cell_id, (None, []))
         for number in numbers:
             self._tell(self.studies[spec.study_name], number, result)
 
     @staticmethod
-    def _tell(study, number: int, result: dict) -> None:
+    def _tell(study, number: int, result: RunResult) -> None:
         import optuna
 
         if study.get_trials(deepcopy=False)[number].state != optuna.trial.TrialState.RUNNING:
             return
-        status = Status(result["status"])
+        status = result.status
         if status is Status.OK:
-            record = RunRecord.read(Path(result.get("run_dir"))) if result.get("run_dir") else None
+            record = RunRecord.read(result.run_dir) if result.run_dir else None
             score = record.best_valid_score if record else None
             if score is None:
                 study.tell(number, state=optuna.trial.TrialState.FAIL)
@@ -237,21 +239,6 @@ def start_search(specs, workspace, name: str, options: SearchOptions, command: s
         return item
 
     return Search(specs, plan_cell, workspace.output_dir / name, options)
-
-
-def example_cells(specs) -> list:
-    """A cell per study with an example value of each distribution, for the checks that need no torch."""
-    from ..sweep.grid import Cell
-
-    return [Cell(spec.model, spec.dataset, {**spec.fixed, **{n: _example(d) for n, d in spec.space.items()},
-                                            "seed": spec.seeds[0]}, swept=tuple(spec.space)) for spec in specs]
-
-
-def _example(distribution):
-    """A value of the distribution, to check the space's keys and types before any trial (pure)."""
-    if distribution.kind == "choice":
-        return distribution.choices[0]
-    return int(distribution.low) if distribution.kind == "int" else float(distribution.low)
 
 
 def _trials(storage, study_name: str) -> int:

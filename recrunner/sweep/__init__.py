@@ -5,7 +5,7 @@ Names are imported on first use (PEP 562): the CLI reads and checks a grid (grid
 before torch and RecBole are imported by the runner.
 """
 
-from ..lazy import exports
+from ..core.lazy import exports
 
 _PUBLIC = {
     "Cell": "grid", "Grid": "grid", "expand": "grid", "grid_from_mapping": "grid", "load_grid": "grid",

@@ -4,23 +4,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..record import Status
+from ..core.layout import RunPaths
+from ..run.record import Status
+from ..run.result import RunResult
 from .planning import PlannedCell
 
 
-def cell_line(item: PlannedCell, result: dict) -> str:
+def cell_line(item: PlannedCell, result: RunResult) -> str:
     """One line per finished cell: what, how it ended, and where to look (pure)."""
     cell = item.cell
     swept = ",".join(f"{name}={_short(cell.params[name])}" for name in cell.swept if name in cell.params)
     what = f"{cell.model} on {cell.dataset}" + (f" ({swept})" if swept else "")
-    run_dir = Path(result.get("run_dir") or item.run_dir or ".")
-    if result["status"] == Status.PRUNED:
-        return f"pruned  {what}: {result.get('error')} -> {run_dir}"
-    if result["status"] != Status.OK:
-        return f"FAILED  {what}: {result.get('error')} (log: {run_dir / 'run.log'})"
-    test = ", ".join(f"{k}={v:.4f}" for k, v in (result.get("test") or {}).items())
-    done = "already finished" if result.get("skipped") else f"best epoch {result.get('best_epoch')}, {result.get('seconds', 0):.0f}s"
-    notes = "".join(f"\n        warning: {warning}" for warning in result.get("warnings") or ())
+    run_dir = Path(result.run_dir or item.run_dir or ".")
+    if result.status == Status.PRUNED:
+        return f"pruned  {what}: {result.error} -> {run_dir}"
+    if result.status != Status.OK:
+        where = f" (log: {RunPaths(run_dir).log})" if result.run_dir or item.run_dir else ""
+        return f"FAILED  {what}: {result.error}{where}"
+    test = ", ".join(f"{k}={v:.4f}" for k, v in (result.test or {}).items())
+    done = "already finished" if result.skipped else f"best epoch {result.best_epoch}, {result.seconds or 0:.0f}s"
+    notes = "".join(f"\n        warning: {warning}" for warning in result.warnings)
     return f"ok      {what} ({done}): test {test} -> {run_dir}" + notes
 
 
@@ -33,3 +36,21 @@ def clock(seconds: float) -> str:
     minutes, secs = divmod(int(round(seconds)), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
+
+
+def eta_text(durations: list[float], remaining: int, workers: int) -> str:
+    """", ETA 3m10s" from the cells' mean duration, or "" before the first (pure)."""
+    if not durations or not remaining:
+        return ""
+    parallel = max(1, min(workers, remaining))
+    return f", ETA {clock(sum(durations) / len(durations) * remaining / parallel)}"
+
+
+def summary_line(summary) -> str:
+    """The sweep's last line: how its cells ended, its time, where its table is (pure)."""
+    c = summary.counts
+    state = "interrupted; the same command resumes it" if summary.interrupted else "done"
+    busy = f", {c['busy']} running elsewhere" if c.get("busy") else ""
+    pruned = f"{c['pruned']} pruned, " if c.get("pruned") else ""
+    return (f"sweep {summary.name} {state}: {c.get('ok', 0)} ok, {pruned}{c.get('failed', 0)} failed, "
+            f"{c.get('skipped', 0)} skipped{busy} in {clock(summary.seconds)}; results: {summary.results_md}")

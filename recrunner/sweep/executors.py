@@ -13,9 +13,9 @@ import multiprocessing.connection
 import signal
 from dataclasses import replace
 
-from .. import forkserver
-from ..errors import ConfigError
-from ..record import Status
+from . import forkserver
+from ..core.errors import ConfigError
+from ..run.result import RunResult
 from .worker import Task, child_main, on_gpu, ray_entry, run_task
 
 
@@ -82,7 +82,7 @@ class LocalProcesses:
                 continue
             process.join(timeout=30)
             if result is None:
-                result = {"status": Status.FAILED, "error": died(process.exitcode), "skipped": False}
+                result = RunResult.failed(died(process.exitcode))
             receiver.close()
             del self.active[key]
             if gpu is not None:
@@ -146,7 +146,7 @@ class RayCluster:
                 result = self.ray.get(ref)
             except self.ray.exceptions.RayError as exc:
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                result = {"status": Status.FAILED, "error": f"Ray: {type(exc).__name__}: {first}", "skipped": False}
+                result = RunResult.failed(f"Ray: {type(exc).__name__}: {first}")
             done.append((key, result))
         return done
 
@@ -168,3 +168,17 @@ def died(exitcode: int | None) -> str:
         hint = " (out of memory? the kernel's OOM killer sends SIGKILL)" if exitcode == -signal.SIGKILL else ""
         return f"worker process killed by {name}{hint}"
     return f"worker process exited with code {exitcode} without a result"
+
+
+def check_gpus(gpus) -> None:
+    """`--gpus` names GPUs this machine has (a one-line error otherwise)."""
+    import torch
+
+    available = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if not available:
+        raise ConfigError(f"--gpus {','.join(map(str, gpus))}: this machine has no CUDA device (torch "
+                          f"{torch.__version__}); drop --gpus to run on the CPU")
+    missing = [g for g in gpus if g >= available]
+    if missing:
+        raise ConfigError(f"--gpus: no GPU {', '.join(map(str, missing))}; this machine has {available} "
+                          f"(0..{available - 1})")

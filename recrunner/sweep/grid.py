@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..config import load_yaml
-from ..errors import ConfigError
-from ..rundir import make_run_id
-from ..search.space import SearchSpec, is_distribution, split
+from ..config.params import load_yaml
+from ..core.errors import ConfigError
+from ..config.run_id import make_run_id
+from .space import SearchSpec, is_distribution, split
 
 GRID_KEYS = ("name", "models", "datasets", "params", "model_params", "dataset_params", "seeds", "repeats", "fixed",
              "search", "trials", "prune", "final_seeds", "prune_after")
@@ -195,3 +195,17 @@ def swept_parameters(cells) -> list[str]:
     for cell in cells:
         names += [name for name in cell.swept if name not in names]
     return names
+
+
+
+def example_cells(specs) -> list:
+    """A cell per study with an example value of each distribution, for the checks that need no torch."""
+    return [Cell(spec.model, spec.dataset, {**spec.fixed, **{n: example_value(d) for n, d in spec.space.items()},
+                                            "seed": spec.seeds[0]}, swept=tuple(spec.space)) for spec in specs]
+
+
+def example_value(distribution):
+    """A value of the distribution, to check the space's keys and types before any trial (pure)."""
+    if distribution.kind == "choice":
+        return distribution.choices[0]
+    return int(distribution.low) if distribution.kind == "int" else float(distribution.low)

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import setting
-from ..datacache import data_key
-from ..errors import ConfigError
-from ..experiment import Experiment, Workspace, prepare
+from ..config.params import setting
+from ..data.cache import data_key
+from ..core.errors import ConfigError
+from ..run.experiment import Experiment, Workspace, prepare
 from .grid import Cell, swept_parameters
 
 

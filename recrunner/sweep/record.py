@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..record import Status
-from ..rundir import file_lock
+from ..run.record import Status
+from ..core.files import file_lock
 
 STATES = tuple(status.value for status in Status)  # a cell's states are the run statuses
 

@@ -17,14 +17,15 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from ..convergence import UNDER_TRAINED_MARK as UNDER_TRAINED
-from ..protocol import separate
-from ..protocol import summary as protocol_summary
-from ..protocol import warnings as protocol_warnings
-from ..record import RunRecord, Status
-from ..search.budget import budget_lines, budgets
-from ..rundir import write_text_atomic
-from ..tables import ResultTable, best_configurations
+from ..core.layout import SweepPaths
+from ..run.convergence import UNDER_TRAINED_MARK as UNDER_TRAINED
+from ..run.protocol import separate
+from ..run.protocol import summary as protocol_summary
+from ..run.protocol import warnings as protocol_warnings
+from ..run.record import RunRecord, Status
+from ..report.budget import budget_lines, budgets
+from ..core.files import write_text_atomic
+from ..report.tables import ResultTable, best_configurations
 
 ID_COLUMNS = ("cell", "model", "dataset")
 TAIL_COLUMNS = ("status", "error", "best_epoch", "epochs_trained", "epochs_to_best", "seconds_to_best",
@@ -58,14 +59,15 @@ def cell_row(cell_id: str, model: str, dataset: str, params: dict, swept, run_di
 
 
 def write_results(sweep_dir: Path, rows: list[dict], swept: list[str], title: str) -> tuple[Path, Path]:
-    csv_path, md_path = Path(sweep_dir) / "results.csv", Path(sweep_dir) / "results.md"
+    paths = SweepPaths(Path(sweep_dir))
+    csv_path, md_path = paths.results_csv, paths.results_md
     write_text_atomic(csv_path, results_csv(rows, swept))
     write_text_atomic(md_path, results_markdown(rows, swept, title))
     return csv_path, md_path
 
 
 def results_csv(rows: list[dict], swept: list[str]) -> str:
-    """A row per cell; `protocol` is the card's one-line summary (recrunner.protocol)."""
+    """A row per cell; `protocol` is the card's one-line summary (recrunner.run.protocol)."""
     metric_columns = sorted({k for row in rows for k in row if k.startswith(("valid/", "test/"))},
                             key=lambda k: (not k.startswith("valid/"), k))
     columns = [*ID_COLUMNS, *[s for s in swept if s != "seed"], "seed", *TAIL_COLUMNS, *metric_columns]

@@ -6,29 +6,29 @@ Every cell is validated (`prepare`) before anything runs; a cell whose configura
 invalid fails alone with its reason. Re-running the same sweep skips finished cells, resumes
 interrupted ones from their last.pth, retries failed ones up to `retries` times in all, and
 reclaims cells whose worker died. results.csv and results.md are rewritten as cells finish, at a
-rate that keeps their cost under 2% of the sweep's time (`TableSchedule`), and at its end.
+rate that keeps their cost under 2% of the sweep's time, and at its end (sweep/tables.py).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from .. import forkserver
-from ..convergence import UNDER_TRAINED
-from ..errors import RunInterrupted, is_usage_error
-from ..experiment import Workspace
-from ..record import FILE_NAME, RunRecord, Status
-from ..search.budget import budgets, unequal
-from ..hparams_columns import write_experiment
-from .console import clock, cell_line
+from . import forkserver
+from ..run.convergence import UNDER_TRAINED
+from ..core.errors import RunInterrupted, is_usage_error
+from ..run.experiment import Workspace
+from ..core.layout import OutputPaths
+from ..run.record import RunRecord, Status
+from ..run.result import RunResult
+from .console import cell_line, eta_text, summary_line
 from .executors import InProcess, LocalProcesses, RayCluster
 from .grid import swept_parameters
 from .planning import PlannedCell, dispatch_order
 from .record import SweepRecord
-from .results import cell_row, write_results
+from .tables import SweepTables
 from .worker import Task, default_threads
 
 
@@ -66,25 +66,6 @@ class SweepSummary:
         return 2 if self.usage_failures == self.counts["failed"] else 1  # only bad input: a usage error
 
 
-@dataclass
-class TableSchedule:
-    """When results.csv/.md are rewritten as cells finish: after a cell, unless the time since the
-    last rewrite is under `1 / share` times what that rewrite took. Rewriting then costs at most
-    about `share` of a sweep's time however many cells it has (a table of 800 rows takes 0.1 s to
-    write, one of 50 takes 0.01 s: the tables then trail by at most 5 s and 0.5 s); the sweep's end
-    and an interruption always rewrite them, and a killed sweep's next command does at its start."""
-
-    share: float = 0.02
-    last_end: float = float("-inf")
-    cost: float = 0.0
-
-    def due(self, now: float) -> bool:
-        return (now - self.last_end) * self.share >= self.cost
-
-    def written(self, started: float, ended: float) -> None:
-        self.last_end, self.cost = ended, ended - started
-
-
 def run_sweep(name: str, planned: list[PlannedCell], workspace: Workspace, options: SweepOptions,
               out: Callable[[str], None] = print, search=None) -> SweepSummary:
     """Run the planned cells; with `search` (recrunner.search.Search), also the trials it asks for."""
@@ -95,18 +76,16 @@ class _Sweep:
     def __init__(self, name, planned, workspace, options, out, search=None):
         self.name, self.planned, self.workspace, self.options, self.out = name, planned, workspace, options, out
         self.search = search
-        self.sweep_dir = workspace.output_dir / name
-        self.record = SweepRecord(self.sweep_dir / "sweep.jsonl")
+        self.paths = OutputPaths(workspace.output_dir).sweep(name)
+        self.sweep_dir = self.paths.sweep_dir
+        self.record = SweepRecord(self.paths.record)
         self.swept = swept_parameters(p.cell for p in planned)
         self.by_id = {p.cell_id: p for p in planned if p.cell_id}
         self.summary = SweepSummary(name, self.sweep_dir)
         self.durations: list[float] = []
         self.warned: set[str] = set()  # protocol warnings already shown: once per sweep, not per cell
-        self.tuning_warnings: list[str] = []  # models compared with less tuning (search.budget)
         self.total = len(planned)
-        self.records: dict[Path, RunRecord | None] = {}  # each cell's metrics.json, read when it changes
-        self.earlier: list[tuple[str, RunRecord, Path]] | None = None  # runs of earlier commands' other cells
-        self.tables = TableSchedule()
+        self.tables = SweepTables(name, self.paths, workspace.output_dir)
 
     # ---------------------------------------------------------------- the loop
     def run(self) -> SweepSummary:
@@ -121,8 +100,8 @@ class _Sweep:
         if queue or (self.search is not None and not self.search.exhausted()):  # nothing to run: no worker server
             self._run_queue(queue)
         self.summary.seconds = time.perf_counter() - started
-        self.out(self._summary_line())
-        for warning in self.tuning_warnings:
+        self.out(summary_line(self.summary))
+        for warning in self.tables.tuning_warnings:
             self.out(f"warning: {warning}")
         return self.summary
 
@@ -173,7 +152,7 @@ class _Sweep:
         for item in self.planned:
             if item.error:
                 self._count_failure(item.error)
-                self.out(cell_line(item, {"status": Status.FAILED, "error": item.error}).split(" (log:")[0])
+                self.out(cell_line(item, RunResult.failed(item.error)))
                 continue
             previous = None if self.options.restart else RunRecord.read(item.run_dir)
             if previous is not None and previous.status.finished:
@@ -202,27 +181,27 @@ class _Sweep:
                                       threads=self._threads(), restart=self.options.restart, trial=item.trial))
 
     def _finish(self, cell_id, result, queue):
-        status = Status(result["status"])
-        self.record.append(cell_id, status, error=result.get("error"), seconds=result.get("seconds"))
+        status = result.status
+        self.record.append(cell_id, status, error=result.error, seconds=result.seconds)
         if status is Status.INTERRUPTED:
             self.summary.interrupted = True
             self._count("interrupted")
             return
         failures = self.record.states()[cell_id].failures
-        if status is Status.FAILED and failures <= self.options.retries and not is_usage_error(result.get("error")):
-            self.out(f"retry   {cell_id} after: {result.get('error')} (failure {failures} of {self.options.retries + 1} allowed)")
+        if status is Status.FAILED and failures <= self.options.retries and not is_usage_error(result.error):
+            self.out(f"retry   {cell_id} after: {result.error} (failure {failures} of {self.options.retries + 1} allowed)")
             queue.append(cell_id)
             return
         if self.search is not None:
-            self.search.tell(cell_id, {**result, "run_dir": result.get("run_dir") or self.by_id[cell_id].run_dir})
+            self.search.tell(cell_id, result.at(self.by_id[cell_id].run_dir))
         if status is Status.FAILED:
-            self._count_failure(result.get("error"))
+            self._count_failure(result.error)
         else:
-            self._count("skipped" if result.get("skipped") else status.value)
-        if not result.get("skipped"):
-            self.durations.append(result.get("seconds") or 0.0)
-        self.records.pop(self.by_id[cell_id].run_dir, None)
-        if self.tables.due(time.monotonic()):
+            self._count("skipped" if result.skipped else status.value)
+        if not result.skipped:
+            self.durations.append(result.seconds or 0.0)
+        self.tables.forget(self.by_id[cell_id].run_dir)
+        if self.tables.due():
             self._write_tables(hparams=False)  # each run has added its own HParams row
         self.out(self._progress_line(cell_id, result))
 
@@ -249,10 +228,10 @@ class _Sweep:
             record = None if item.error else RunRecord.read(item.run_dir)
             if item.error:  # the search has told its study
                 self._count_failure(item.error)
-                self.out(cell_line(item, {"status": Status.FAILED, "error": item.error}).split(" (log:")[0])
+                self.out(cell_line(item, RunResult.failed(item.error)))
             elif record is not None and record.status.finished:  # drawn again after its run ended
                 self._count("skipped")
-                self.search.tell(item.cell_id, {"status": record.status, "run_dir": item.run_dir})
+                self.search.tell(item.cell_id, RunResult.from_record(item.run_dir, record, skipped=True))
             elif item.cell_id in under_way:  # drawn again while its run is under way: its end tells both
                 self._count("skipped")
             else:
@@ -299,54 +278,12 @@ class _Sweep:
         self.summary.usage_failures += is_usage_error(error)
 
     def _write_tables(self, hparams: bool = True):
-        """results.csv/.md from each cell's metrics.json, read once and again only when its cell
-        finishes; with `hparams`, the HParams columns of every run too (at the start and the end)."""
-        started = time.monotonic()
-        rows = [cell_row(p.cell_id or f"{p.cell.dataset}/{p.cell.model}/(invalid)", p.cell.model, p.cell.dataset,
-                         dict(p.cell.params), self.swept, p.run_dir, error=p.error, record=self._record(p.run_dir))
-                for p in self.planned]
-        if self.earlier is None:
-            self.earlier = self._earlier_runs()
-        rows += [cell_row(cell_id, record.model, record.dataset, record.params, self.swept, run_dir, record=record)
-                 for cell_id, record, run_dir in self.earlier]
-        _, self.summary.results_md = write_results(self.sweep_dir, rows, self.swept, title=f"Sweep {self.name}")
-        self.tuning_warnings = unequal(budgets(rows))
-        if hparams:
-            write_experiment(self.workspace.output_dir)
-        self.tables.written(started, time.monotonic())
-
-    def _record(self, run_dir: Path | None) -> RunRecord | None:
-        if run_dir is None:
-            return None
-        if run_dir not in self.records:
-            self.records[run_dir] = RunRecord.read(run_dir)
-        return self.records[run_dir]
-
-    def _earlier_runs(self) -> list[tuple[str, RunRecord, Path]]:
-        """Runs in this sweep folder from earlier commands with other cells: their rows stay."""
-        planned = {p.run_dir for p in self.planned if p.run_dir is not None}
-        runs = []
-        for path in sorted(self.sweep_dir.glob(f"*/*/*/{FILE_NAME}")):
-            if path.parent not in planned:
-                runs.append(("/".join(path.parent.parts[-3:]), RunRecord.read(path) or RunRecord(), path.parent))
-        return runs
+        self.tables.write(self.planned, self.swept, hparams=hparams)
+        self.summary.results_md = self.tables.results_md
 
     def _progress_line(self, cell_id, result) -> str:
-        done = self.summary.counts
-        remaining = max(0, self.total - sum(done.values()))
-        eta = ""
-        if self.durations and remaining:
-            parallel = max(1, min(self.options.workers, remaining))
-            eta = f", ETA {clock(sum(self.durations) / len(self.durations) * remaining / parallel)}"
-        warnings = result.get("warnings") or []
-        fresh = [w for w in warnings if w.startswith(UNDER_TRAINED) or w not in self.warned]
-        self.warned.update(warnings)
-        return f"[{sum(done.values())}/{self.total}{eta}] " + cell_line(self.by_id[cell_id], {**result, "warnings": fresh})
-
-    def _summary_line(self) -> str:
-        c = self.summary.counts
-        state = "interrupted; the same command resumes it" if self.summary.interrupted else "done"
-        busy = f", {c['busy']} running elsewhere" if c.get("busy") else ""
-        pruned = f"{c['pruned']} pruned, " if c.get("pruned") else ""
-        return (f"sweep {self.name} {state}: {c.get('ok', 0)} ok, {pruned}{c.get('failed', 0)} failed, "
-                f"{c.get('skipped', 0)} skipped{busy} in {clock(self.summary.seconds)}; results: {self.summary.results_md}")
+        done = sum(self.summary.counts.values())
+        fresh = tuple(w for w in result.warnings if w.startswith(UNDER_TRAINED) or w not in self.warned)
+        self.warned.update(result.warnings)
+        eta = eta_text(self.durations, max(0, self.total - done), self.options.workers)
+        return f"[{done}/{self.total}{eta}] " + cell_line(self.by_id[cell_id], replace(result, warnings=fresh))

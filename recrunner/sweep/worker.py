@@ -13,10 +13,11 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..errors import RunInterrupted, one_line
-from ..interrupts import raise_interrupt
-from ..record import Status
-from ..experiment import Experiment, Workspace, run_experiment
+from ..core.errors import RunInterrupted, one_line
+from ..core.interrupts import raise_interrupt
+from ..run.record import Status
+from ..run.experiment import Experiment, Workspace, run_experiment
+from ..run.result import RunResult
 
 
 @dataclass(frozen=True)
@@ -27,11 +28,11 @@ class Task:
     threads: int | None = None
     restart: bool = False
     console: bool = False
-    trial: Any = None         # a search trial (search.pruning.TrialRef): its validations go to the study
+    trial: Any = None         # a search trial (training/callbacks/pruning.py: TrialRef): its validations go to the study
 
 
-def run_task(task: Task) -> dict:
-    """Run the cell; returns {"status", "error", "skipped", "best_epoch", "test", "run_dir", "seconds"}."""
+def run_task(task: Task) -> RunResult:
+    """Run the cell; its result carries the cell's wall time (`seconds`)."""
     started = time.perf_counter()
     if task.threads:
         import torch
@@ -40,21 +41,16 @@ def run_task(task: Task) -> dict:
     try:
         callbacks = ()
         if task.trial is not None:
-            from ..search.pruning import OptunaPruning
+            from ..training.callbacks.pruning import OptunaPruning
 
             callbacks = (OptunaPruning(task.trial),)
         result = run_experiment(task.experiment, task.workspace, restart=task.restart, console=task.console,
                                 callbacks=callbacks)
-        outcome = {"status": result.status, "error": result.error, "skipped": result.skipped,
-                   "best_epoch": result.best_epoch, "test": result.test, "run_dir": str(result.run_dir),
-                   "warnings": list(result.warnings)}
     except RunInterrupted as exc:
-        outcome = {"status": Status.INTERRUPTED, "error": str(exc)}
+        result = RunResult.failed(str(exc), Status.INTERRUPTED)
     except Exception as exc:  # noqa: BLE001 - a cell's failure must not end the sweep
-        outcome = {"status": Status.FAILED, "error": one_line(exc)}
-    outcome.setdefault("skipped", False)
-    outcome["seconds"] = round(time.perf_counter() - started, 3)
-    return outcome
+        result = RunResult.failed(one_line(exc))
+    return result.timed(time.perf_counter() - started)
 
 
 def on_gpu(task: Task, gpu_ids) -> Task:
@@ -98,7 +94,7 @@ def _stop_with_sweep(connection) -> None:
     threading.Thread(target=watch, name="recrunner-sweep-watch", daemon=True).start()
 
 
-def ray_entry(task: Task) -> dict:
+def ray_entry(task: Task) -> RunResult:
     """Entry point of a Ray task (a fresh worker process per task: max_calls=1)."""
     import ray
 

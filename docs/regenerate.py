@@ -1,0 +1,170 @@
+"""Bring the output pasted in README.md and docs/*.md up to date by running it again.
+
+    python docs/regenerate.py              # every block (about 6 minutes on 2 CPU cores)
+    python docs/regenerate.py quick-run    # some blocks, by name
+    python docs/regenerate.py --list       # the blocks and the pages holding them
+
+A block is marked in a page as
+
+    <!-- regenerate: NAME -->
+    ```text
+    ...
+    ```
+    <!-- /regenerate -->
+
+and NAME is one of BLOCKS below: a function that runs real commands on the current code (in a
+temporary folder: nothing is written to the checkout) and returns the text, with the temporary
+folder left out of the paths so they read `runs/...`. tests/test_docs.py checks that every marker
+names a block here and every block is used.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MARKED = re.compile(r"(<!-- regenerate: (?P<name>[\w-]+) -->\n)```text\n.*?```\n(<!-- /regenerate -->)", re.S)
+
+
+class Session:
+    """A temporary output folder and data folder; commands run from the repository's root."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.output, self.data = folder / "runs", folder / "datasets"
+        self.data.mkdir(parents=True, exist_ok=True)
+        self.quick_run: Path | None = None
+
+    def run(self, shown: str, argv: list[str], *, place: bool = True) -> str:
+        """`$ shown` and what the command printed (stderr and stdout, in order)."""
+        extra = ["--output", str(self.output), "--data-path", str(self.data)] if place else []
+        proc = subprocess.run([sys.executable, *argv, *extra], cwd=ROOT, text=True, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, timeout=900)
+        return f"$ {shown}\n" + self.tidy(proc.stdout)
+
+    def tidy(self, text: str) -> str:
+        return text.replace(f"{self.folder}/", "").replace(str(self.folder), ".").rstrip() + "\n"
+
+
+def quick_run(session: Session) -> str:
+    text = session.run("python run_experiments.py --config-file configs/quick.yaml",
+                       ["run_experiments.py", "--config-file", "configs/quick.yaml"])
+    session.quick_run = ROOT / next((session.output / "default").rglob("metrics.json")).parent
+    lines = text.splitlines()
+    last_epoch = max(i for i, line in enumerate(lines) if " training [time:" in line)
+    first_best = next(i for i, line in enumerate(lines) if "Saving best" in line)
+    return "\n".join(lines[: first_best + 3] + ["..."] + lines[last_epoch:]) + "\n"
+
+
+def bad_input(session: Session) -> str:
+    typo = session.folder / "typo.yaml"
+    typo.write_text("models: [BPR]\ndatasets: [ml-100k]\nparams:\n  embedding_sise: [16, 32]\n")
+    parts = [session.run(f"python run_experiments.py --set {setting}", ["run_experiments.py", "--set", setting])
+             for setting in ("hiden_size=16", "epochs=-1", "learner=adamm")]
+    parts.append(session.run("python run_experiments.py --grid typo.yaml", ["run_experiments.py", "--grid", str(typo)]))
+    parts.append(session.run("python run_experiments.py --set valid_metric=NDCG@50",
+                             ["run_experiments.py", "--set", "valid_metric=NDCG@50"]))
+    parts.append(session.run("python run_experiments.py --model SASRecc", ["run_experiments.py", "--model", "SASRecc"]))
+    return "".join(parts)
+
+
+def smoke_sweep(session: Session) -> str:
+    argv = ["run_experiments.py", "--grid", "configs/grids/smoke.yaml", "--workers", "2"]
+    first = session.run("python run_experiments.py --grid configs/grids/smoke.yaml --workers 2", argv)
+    again = session.run("python run_experiments.py --grid configs/grids/smoke.yaml --workers 2     "
+                        "# again: nothing to do, no worker started", argv)
+    return first + again
+
+
+def search_sequential(session: Session) -> str:
+    grid = "configs/grids/search-sequential.yaml"
+    dry = session.run(f"python run_experiments.py --grid {grid} --dry-run", ["run_experiments.py", "--grid", grid, "--dry-run"])
+    toy = ["--trials", "6", "--final-seeds", "2", "--workers", "2", "--set", "epochs=4", "MAX_ITEM_LIST_LENGTH=10",
+           "train_batch_size=2048", "user_inter_num_interval=[10,60]"]
+    shown = (f"python run_experiments.py --grid {grid} --trials 6 --final-seeds 2 --workers 2 \\\n"
+             '    --set epochs=4 MAX_ITEM_LIST_LENGTH=10 train_batch_size=2048 "user_inter_num_interval=[10,60]"')
+    return dry + session.run(shown, ["run_experiments.py", "--grid", grid, *toy])
+
+
+def cache_list(session: Session) -> str:
+    if session.quick_run is None:
+        quick_run(session)
+    listing = session.run("recrunner cache list", ["-m", "recrunner", "cache", "list", "--output", str(session.output)],
+                          place=False)
+    pruned = session.run("recrunner cache prune --unused-days 30", ["-m", "recrunner", "cache", "prune",
+                         "--unused-days", "30", "--output", str(session.output)], place=False)
+    return listing + pruned
+
+
+def reproduce_quick(session: Session) -> str:
+    if session.quick_run is None:
+        quick_run(session)
+    run_dir = session.tidy(str(session.quick_run)).strip()
+    return session.run(f"recrunner reproduce {run_dir} --quiet",
+                       ["-m", "recrunner", "reproduce", str(session.quick_run), "--quiet"], place=False)
+
+
+def sampled_metrics(session: Session) -> str:
+    setting = ["--model", "BPR", "--dataset", "ml-100k", "--name", "sampled", "--set", "eval_args={mode: uni100}", "epochs=1"]
+    text = session.run("python run_experiments.py --model BPR --dataset ml-100k --name sampled "
+                       "--set eval_args='{mode: uni100}' epochs=1", ["run_experiments.py", *setting])
+    command, *output = text.splitlines()
+    return "\n".join([command, "...", *[line for line in output if "sampled" in line and "WARNING" in line]]) + "\n"
+
+
+BLOCKS = {  # in the order they run: later ones may use what earlier ones made
+    "quick-run": quick_run,
+    "bad-input": bad_input,
+    "cache-list": cache_list,
+    "reproduce-quick": reproduce_quick,
+    "sampled-metrics": sampled_metrics,
+    "smoke-sweep": smoke_sweep,
+    "search-sequential": search_sequential,
+}
+
+
+def pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def markers() -> dict[str, list[Path]]:
+    """Each block name with the pages that show it."""
+    found: dict[str, list[Path]] = {}
+    for page in pages():
+        for match in MARKED.finditer(page.read_text()):
+            found.setdefault(match["name"], []).append(page)
+    return found
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--list"]:
+        for name, where in markers().items():
+            print(f"{name}: {', '.join(str(p.relative_to(ROOT)) for p in where)}")
+        return 0
+    unknown = [name for name in argv if name not in BLOCKS]
+    if unknown:
+        print(f"regenerate: unknown block {', '.join(unknown)}; blocks: {', '.join(BLOCKS)}", file=sys.stderr)
+        return 2
+    wanted = [name for name in BLOCKS if not argv or name in argv]
+    with tempfile.TemporaryDirectory(prefix="recrunner-docs-") as folder:
+        session = Session(Path(folder))
+        texts = {}
+        for name in wanted:
+            print(f"regenerating {name} ...", file=sys.stderr)
+            texts[name] = BLOCKS[name](session)
+    for page in pages():
+        text = page.read_text()
+        new = MARKED.sub(lambda m: m.group(0) if m["name"] not in texts else
+                         f"{m.group(1)}```text\n{texts[m['name']]}```\n{m.group(3)}", text)
+        if new != text:
+            page.write_text(new)
+            print(f"updated {page.relative_to(ROOT)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

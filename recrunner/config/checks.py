@@ -1,0 +1,224 @@
+"""What a request can be checked against before torch and RecBole are imported (well under a second).
+
+`impossible_values(params)` is the pure rule for values RecBole would accept and then misuse
+(a negative epoch count, a batch size of 0, an unknown optimizer it silently replaces by Adam).
+`check_request_early(...)` runs it, with the keys and types RecBole's own YAML files define, over
+each source of parameters (--set, each --config-file, the grid file, naming the line), and checks
+the output folder and a --resume-from path: the CLI calls it before any heavy import. `prepare`
+checks the merged parameters again with RecBole's resolved configuration of each cell.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib.util
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from .params import RECBOLE_DERIVED_KEYS, RECRUNNER_DEFAULTS, RECRUNNER_KEYS, coerce_value, unknown_metric
+from ..core.errors import ConfigError
+
+LEARNERS = ("adam", "adamw", "sgd", "adagrad", "rmsprop", "sparse_adam")  # recbole.trainer.Trainer._build_optimizer
+_AT_LEAST_ONE = {"epochs", "train_batch_size", "eval_batch_size", "checkpoint_every", "gradient_accumulation_steps",
+                 "n_heads", "num_heads", "MAX_ITEM_LIST_LENGTH", "save_total_limit", "topk"}
+_NOT_NEGATIVE = {"stopping_step", "eval_step", "n_layers", "num_layers", "weight_decay", "lr_warmup",
+                 "early_stop_min_delta", "clip_grad_norm.max_norm"}
+
+
+def impossible_values(params: Mapping[str, Any]) -> list[str]:
+    """One message per value no run could use (pure); empty when all are possible."""
+    problems = []
+    for key, value in _flat(params).items():
+        if value is None:
+            continue
+        name = key.rsplit(".", 1)[-1]
+        numbers = value if isinstance(value, list) else [value]
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in numbers):
+            if key == "learner" and str(value).lower() not in LEARNERS:
+                problems.append(f"learner {value!r} is not an optimizer RecBole knows (it would silently use adam); "
+                                f"choose one of {', '.join(LEARNERS)}")
+            unknown = [m for m in numbers if key == "metrics" and METRICS and str(m).lower() not in METRICS]
+            if unknown:
+                problems.append(unknown_metric(unknown[0], METRICS))
+            continue
+        if any(isinstance(v, float) and not math.isfinite(v) for v in numbers):
+            problems.append(f"{key} must be finite, got {value!r}")
+        elif (key in _AT_LEAST_ONE or name.endswith("_size")) and any(v < 1 for v in numbers):
+            problems.append(f"{key} must be a whole number >= 1, got {value!r}")
+        elif key in _NOT_NEGATIVE and any(v < 0 for v in numbers):
+            problems.append(f"{key} must be >= 0, got {value!r}")
+        elif key == "learning_rate" and any(v <= 0 for v in numbers):
+            problems.append(f"learning_rate must be > 0, got {value!r}")
+        elif "dropout" in name and any(not 0 <= v < 1 for v in numbers):
+            problems.append(f"{key} is a probability: it must be in [0, 1), got {value!r}")
+    return problems
+
+
+@functools.lru_cache(maxsize=None)
+def _recbole_dir() -> Path | None:
+    """The installed recbole package's folder, found without importing it."""
+    spec = importlib.util.find_spec("recbole")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _metric_names() -> list[str]:
+    """RecBole's metric names (recbole.evaluator.register.metrics_dict), read from its source file."""
+    recbole = _recbole_dir()
+    try:
+        source = (recbole / "evaluator" / "metrics.py").read_text() if recbole else ""
+    except OSError:
+        return []
+    return sorted(name.lower() for name in re.findall(r"^class (\w+)\(", source, re.M))
+
+
+METRICS = _metric_names()
+
+
+def check_values(params: Mapping[str, Any], source: str, lines: Mapping[str, int] | None = None) -> None:
+    """ConfigError naming `source` (and the line, when known) for the first impossible value."""
+    for problem in impossible_values(params):
+        key = problem.split(" ", 1)[0].rstrip(":")
+        raise ConfigError(f"{_where(source, lines, key)}: {problem}")
+
+
+def check_request_early(sources: list[tuple[str, Mapping, Mapping[str, int] | None]], models=(), *,
+                        output: Path | None = None, resume_from: Path | None = None) -> None:
+    """Every check that needs neither torch nor RecBole imported; `sources`: (name, params, key lines)."""
+    defaults = {**recbole_overall_defaults(), **RECRUNNER_DEFAULTS}
+    for model in models:
+        defaults.update(recbole_model_defaults_file(model))
+    for source, params, lines in sources:
+        _check_params(params, defaults, source, lines)
+    if output is not None:
+        check_output_folder(output)
+    if resume_from is not None and not Path(resume_from).is_file():
+        raise ConfigError(f"--resume-from {resume_from}: no such file; give a run's checkpoints/last.pth "
+                          "(or an epoch-NNNN.pth)")
+
+
+def check_grid_cells(cells, source: str, lines: Mapping[str, int] | None) -> None:
+    """Each cell a grid file expands to: known keys, right types, possible values, naming the file and line."""
+    if not cells:
+        raise ConfigError(f"{source}: the grid expands to no cell; give at least one model, dataset and value")
+    for cell in cells:
+        defaults = {**recbole_overall_defaults(), **RECRUNNER_DEFAULTS, **recbole_model_defaults_file(cell.model)}
+        _check_params(cell.params, defaults, source, lines)
+
+
+def _check_params(params: Mapping, defaults: Mapping, source: str, lines: Mapping[str, int] | None) -> None:
+    """Known keys, values of their defaults' types, possible values; a ConfigError naming source and line."""
+    known = recbole_keys()
+    for key, value in params.items():
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else "; see RecBole's overall.yaml and the model's yaml"
+            raise ConfigError(f"{_where(source, lines, key)}: unknown config key {key!r}{hint}")
+        coerce_value(key, value, defaults.get(key), _where(source, lines, key))
+    check_values(params, source, lines)
+
+
+def canonical_model(name: str) -> str:
+    """RecBole's spelling of a model name typed in any case (`sasrec` -> `SASRec`); as typed when
+    RecBole ships no YAML for it (prepare then says what exists)."""
+    path = _model_yamls().get(str(name).lower())
+    return path.stem if path is not None else name
+
+
+def check_output_folder(output: Path) -> None:
+    """The output folder must be a folder recrunner can write, or creatable as one."""
+    output = Path(output)
+    existing = next((p for p in [output, *output.parents] if p.exists()), None)
+    if existing is None:
+        return
+    if not existing.is_dir():
+        raise ConfigError(f"--output {output}: {existing} is a file, not a folder; give a folder for the runs")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"--output {output}: {existing} is not writable; give a folder you can write to")
+
+
+def key_lines(path: Path) -> dict[str, int]:
+    """The 1-based line of the first occurrence of each mapping key in a YAML file (pure read)."""
+    try:
+        root = yaml.compose(Path(path).read_text())
+    except (yaml.YAMLError, OSError, UnicodeDecodeError):
+        return {}
+    lines: dict[str, int] = {}
+    stack = [root] if root is not None else []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                lines.setdefault(str(key.value), key.start_mark.line + 1)
+                stack.append(value)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+    return lines
+
+
+# ---------------------------------------------------------------- RecBole's YAML files, read without importing it
+def _properties() -> Path | None:
+    recbole = _recbole_dir()
+    return recbole / "properties" if recbole else None
+
+
+@functools.lru_cache(maxsize=None)
+def _model_yamls() -> dict[str, Path]:
+    """RecBole's model YAML files by lower-cased model name."""
+    properties = _properties()
+    return {path.stem.lower(): path for path in (properties / "model").glob("*.yaml")} if properties else {}
+
+
+@functools.lru_cache(maxsize=None)
+def _read(path: Path) -> dict:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        data = yaml.load(path.read_text(), Loader=loader)
+    except (yaml.YAMLError, OSError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+@functools.lru_cache(maxsize=None)
+def recbole_keys() -> frozenset:
+    """Every key any of RecBole's YAML files defines, recrunner's keys and the keys RecBole derives."""
+    keys = set(RECRUNNER_KEYS) | set(RECBOLE_DERIVED_KEYS)
+    properties = _properties()
+    if properties is not None:
+        for path in properties.rglob("*.yaml"):
+            if path.name != "url.yaml":
+                keys |= set(_read(path))
+    return frozenset(keys)
+
+
+def recbole_overall_defaults() -> dict:
+    properties = _properties()
+    return dict(_read(properties / "overall.yaml")) if properties is not None else {}
+
+
+def recbole_model_defaults_file(model: str) -> dict:
+    """The model's own YAML (case-insensitive name), or {} when RecBole ships none for it."""
+    path = _model_yamls().get(str(model).lower())
+    return dict(_read(path)) if path is not None else {}
+
+
+def _flat(params: Mapping, prefix: str = "") -> dict:
+    flat = {}
+    for key, value in params.items():
+        if isinstance(value, Mapping) and key not in ("eval_args", "train_neg_sample_args"):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _where(source: str, lines: Mapping[str, int] | None, key: str) -> str:
+    line = (lines or {}).get(key.split(".")[0])
+    return f"{source}:{line}" if line else source

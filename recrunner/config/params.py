@@ -1,0 +1,250 @@
+"""Layered configuration and its validation.
+
+Layers, lowest to highest: RecBole's own defaults, configs/base.yaml, configs/datasets/<d>.yaml,
+configs/models/<m>.yaml, then the run's overrides (grid parameters, --config-file, --set).
+recrunner merges its layers into one dict and hands it to RecBole as `config_dict`, RecBole's
+top layer, with sys.argv hidden (seams.config.recbole_argv_cleared).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import yaml
+
+from ..core.errors import ConfigError
+
+# Keys RecBole sets itself or reads without shipping a default for them.
+RECBOLE_DERIVED_KEYS = frozenset({
+    "model", "dataset", "device", "single_spec", "local_rank", "world_size", "nproc", "offset",
+    "ip", "port", "config_files", "MODEL_TYPE", "MODEL_INPUT_TYPE", "eval_type", "eval_neg_sample_args",
+    "valid_neg_sample_args", "test_neg_sample_args", "is_pretrain", "pretrain_path", "save_step",
+    "train_stage", "pre_model_path", "kg_reverse_r",
+})
+
+# recrunner's own keys with their defaults: the lowest layer above RecBole's (docs/configuration.md).
+RECRUNNER_DEFAULTS: dict[str, Any] = {
+    "checkpoint_every": 1,              # write checkpoints/last.pth every N epochs
+    "save_total_limit": None,           # also keep the newest N epoch-NNNN.pth copies of last.pth
+    "early_stop_metric": None,          # metric watched by early stopping; None: valid_metric
+    "early_stop_min_delta": 0.0,        # smallest change that counts as an improvement
+    "nan_guard": True,                  # a non-finite loss or score fails the run with its reason
+    "detect_anomaly": False,            # torch's autograd anomaly detection (RecBole turns it on; slow)
+    "progress_bar": True,               # progress within each epoch: one updating line on a terminal, else log lines
+    "progress_every": 60,               # off a terminal: seconds between progress lines while an epoch trains
+    "lr_scheduler": None,               # constant | step | cosine | plateau; None: RecBole's fixed rate
+    "lr_warmup": 0,                     # linear warmup length, in lr_interval units
+    "lr_interval": "epoch",             # epoch | batch: what one schedule step is
+    "lr_step_size": 10,                 # step: multiply by lr_gamma every lr_step_size steps
+    "lr_gamma": 0.1,                    # step and plateau: the multiplicative factor
+    "lr_patience": 2,                   # plateau: validations without improvement before lowering
+    "lr_min": 0.0,                      # cosine and plateau: the floor
+    "gradient_accumulation_steps": 1,   # batches whose gradients are averaged before a step
+    "data_cache": True,                 # reuse the filtered, split dataset across runs (<output>/.cache)
+    "trackers": [],                     # external loggers: wandb, mlflow (pip install 'recrunner[wandb]')
+    "mlflow_tracking_uri": None,        # None: runs/<sweep>/mlruns
+    "mlflow_experiment": None,          # None: MLflow's default experiment
+}
+RECRUNNER_KEYS = frozenset(RECRUNNER_DEFAULTS)
+
+# Keys that change what a run shows or keeps, never its numbers: not part of its id or fingerprint,
+# so `--set progress_every=10` continues the same run.
+NOT_IDENTITY_KEYS = frozenset({
+    "progress_bar", "progress_every", "show_progress", "checkpoint_every", "save_total_limit", "data_cache",
+    "trackers", "mlflow_tracking_uri", "mlflow_experiment", "wandb_project", "log_wandb", "state", "detect_anomaly",
+})
+
+# RecBole keys that take one string or a list of them (a preset may give the string form)
+STRING_OR_LIST_KEYS = frozenset({"additional_feat_suffix", "metrics"})
+
+
+def setting(config, key: str) -> Any:
+    """A recrunner key from a RecBole Config (None when missing), falling back to its default."""
+    value = config[key]
+    return RECRUNNER_DEFAULTS[key] if value is None else value
+
+
+def load_yaml(path: Path) -> dict:
+    """Read one YAML mapping; a malformed file is a ConfigError naming file and line."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        data = yaml.load(path.read_text(), Loader=_loader())
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path} is not a text file; a config file is YAML (key: value per line)") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"malformed YAML in {where}: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a mapping of key: value, not {type(data).__name__}")
+    return data
+
+
+@functools.lru_cache(maxsize=None)
+def _loader():
+    """A YAML loader that reads 1e-3 as a float, like RecBole's own loader does."""
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(
+            r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+            |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+            |\.[0-9_]+(?:[eE][-+][0-9]+)?
+            |[-+]?\.(?:inf|Inf|INF)
+            |\.(?:nan|NaN|NAN))$""",
+            re.X,
+        ),
+        list("-+0123456789."),
+    )
+    return Loader
+
+
+def default_config_dir() -> Path | None:
+    """The CLI's config folder when none is given: ./configs, else the one beside the package."""
+    for candidate in (Path.cwd() / "configs", Path(__file__).resolve().parents[1] / "configs"):
+        if (candidate / "base.yaml").is_file():
+            return candidate
+    return None
+
+
+def parse_set_options(options: Iterable[str]) -> dict:
+    """`--set key=value` pairs to a dict; values are YAML (`epochs=5`, `topk=[10,20]`)."""
+    result = {}
+    for option in options:
+        key, sep, raw = option.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--set expects key=value, got {option!r}")
+        try:
+            result[key] = yaml.load(raw, Loader=_loader()) if raw.strip() else None
+        except yaml.YAMLError:
+            raise ConfigError(f"--set {key}: cannot parse value {raw!r} as YAML") from None
+    return result
+
+
+def layered_params(config_dir: Path | None, model: str, dataset: str, overrides: Mapping) -> dict:
+    """Merge recrunner's YAML layers and the run's overrides (later wins, key by key)."""
+    merged: dict[str, Any] = {}
+    if config_dir is not None:
+        config_dir = Path(config_dir)
+        for path in (config_dir / "base.yaml", config_dir / "datasets" / f"{dataset}.yaml",
+                     config_dir / "models" / f"{model}.yaml"):
+            if path.is_file():
+                merged.update(load_yaml(path))
+    merged.update(overrides)
+    return merged
+
+
+def check_overrides(overrides: Mapping, defaults: Mapping, source: str = "--set") -> dict:
+    """Reject unknown keys and values of the wrong type; return overrides with numbers coerced.
+
+    `defaults` maps every key RecBole knows for this model and dataset to its default value.
+    """
+    checked = {}
+    for key, value in overrides.items():
+        if key not in defaults and key not in RECBOLE_DERIVED_KEYS and key not in RECRUNNER_KEYS:
+            known = sorted(set(defaults) | RECRUNNER_KEYS)
+            close = difflib.get_close_matches(key, known, n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else "; see RecBole's overall.yaml and the model's yaml"
+            raise ConfigError(f"{source}: unknown config key {key!r}{hint}")
+        checked[key] = coerce_value(key, value, defaults.get(key, RECRUNNER_DEFAULTS.get(key)), source)
+    return checked
+
+
+def coerce_value(key: str, value: Any, default: Any, source: str = "--set") -> Any:
+    """Check `value` against the type of RecBole's `default` (pure; None default accepts all)."""
+    if _numbers(value) and (isinstance(default, str) or (key.endswith("_interval") and len(value) == 2)):
+        return "[" + ",".join(str(v) for v in value) + "]"  # YAML read `[10,60]`: RecBole's interval string
+    if default is None or value is None:
+        return value
+
+    def wrong(expected: str):
+        return ConfigError(f"{source}: {key} expects {expected} (default {default!r}), got {value!r}")
+
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise wrong("true or false")
+        return value
+    if isinstance(default, (int, float)):
+        if isinstance(value, bool):
+            raise wrong("a number")
+        if isinstance(value, str):
+            try:
+                value = float(value) if any(c in value for c in ".eE") else int(value)
+            except ValueError:
+                raise wrong("a number") from None
+        if not isinstance(value, (int, float)):
+            raise wrong("a number")
+        if isinstance(default, int) and isinstance(value, float):
+            if not value.is_integer():
+                raise wrong("an integer")
+            value = int(value)
+        return value
+    if isinstance(default, dict) and not isinstance(value, dict):
+        raise wrong("a mapping")
+    if key in STRING_OR_LIST_KEYS and isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return value
+    if isinstance(default, str) and isinstance(value, (dict, list)):
+        raise wrong("a string (quote it: key='...')")
+    return value
+
+
+def _numbers(value) -> bool:
+    return isinstance(value, list) and bool(value) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+
+
+def check_valid_metric(config) -> None:
+    """Every name in `metrics` must be a metric RecBole has; valid_metric one this run computes."""
+    from recbole.evaluator.register import metrics_dict
+
+    metrics = config["metrics"]
+    for metric in [metrics] if isinstance(metrics, str) else list(metrics or []):
+        if str(metric).lower() not in metrics_dict:
+            raise ConfigError(unknown_metric(metric, sorted(metrics_dict)))
+    require_metric(config, "valid_metric", config["valid_metric"])
+
+
+def unknown_metric(metric, available: list[str]) -> str:
+    """The message for a `metrics` entry RecBole does not have (pure)."""
+    close = difflib.get_close_matches(str(metric).lower(), available, n=2)
+    hint = f"did you mean {', '.join(close)}? " if close else ""
+    return f"metrics: RecBole has no metric {metric!r}; {hint}available: {', '.join(available)}"
+
+
+def require_metric(config, key: str, metric) -> str:
+    """`metric` (the value of setting `key`) lower-cased, or a ConfigError listing what this run computes."""
+    available = available_metrics(config["metrics"], config["topk"])
+    if str(metric).lower() not in available:
+        raise ConfigError(f"{key} {metric!r} is not computed by this run; "
+                          f"available: {', '.join(available)} (change {key}, metrics or topk)")
+    return str(metric).lower()
+
+
+def available_metrics(metrics, topk) -> list[str]:
+    """Names RecBole's evaluator returns for these settings (pure)."""
+    from recbole.evaluator.base_metric import TopkMetric
+    from recbole.evaluator.register import metrics_dict
+
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics or [])
+    topk = [topk] if isinstance(topk, int) else list(topk or [])
+    names = []
+    for metric in metrics:
+        metric_class = metrics_dict.get(metric.lower())
+        if metric_class is not None and issubclass(metric_class, TopkMetric):
+            names += [f"{metric.lower()}@{k}" for k in topk]
+        else:
+            names.append(metric.lower())
+    return names

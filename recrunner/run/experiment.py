@@ -1,0 +1,235 @@
+"""One experiment end to end: validate, set up the run directory, train, test, record.
+
+    result = run_experiment(Experiment("SASRec", "ml-100k", {"epochs": 2}),
+                            Workspace(output_dir=Path("runs"), data_path=Path("datasets")))
+
+Everything that can be wrong with the input is found before anything is written to disk
+(`prepare`, in recrunner/run/preparation.py). A run that fails while training is recorded as `failed`
+with its reason; one that is interrupted is recorded as `interrupted` and continues from
+last.pth when run again.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Sequence
+
+from .. import __version__
+from . import per_user, protocol
+from ..training.checkpoint import load as load_checkpoint
+from ..training.checkpoint import to_plain
+from ..config.params import setting
+from ..data.cache import load_data
+from ..core.errors import ConfigError, RecrunnerError, RunInterrupted, failure_reason, one_line
+from ..core.interrupts import deferred
+from ..training.models import failure_hint
+from .preparation import Experiment, PreparedRun, Workspace, prepare
+from .provenance import provenance
+from .record import RunRecord, Status
+from .result import RunResult
+from .resume import StartOver, bring_best_checkpoint, check_request, resume_point
+from ..core.files import write_config
+from .runlog import run_logging
+from ..seams.models import model_class as recbole_model_class
+from ..seams.models import repair_model
+from .hparams_columns import write_experiment
+from ..training.tensorboard import RunWriter
+
+__all__ = ["Experiment", "PreparedRun", "RunResult", "Workspace", "prepare", "run_experiment"]
+
+logger = logging.getLogger("recrunner")
+
+
+def run_experiment(experiment: Experiment, workspace: Workspace, *, restart: bool = False,
+                   resume_from: Path | None = None, callbacks: Sequence = (), console: bool = True) -> RunResult:
+    """Run (or resume, or skip if finished) one experiment; see the module docstring.
+
+    The request is checked against what is on disk before anything is written; a finished run
+    is replaced only with `restart`, and only once the new run has begun (resume.StartOver).
+    """
+    prepared = prepare(experiment, workspace)
+    paths = prepared.paths
+    previous = RunRecord.read(paths.metrics)
+    resume_state = check_request(paths, previous and previous.status, prepared.config["model"], experiment.dataset,
+                                 restart=restart, resume_from=resume_from)
+    if previous and not restart:
+        if previous.fingerprint not in (None, prepared.fingerprint):
+            raise ConfigError(
+                f"{paths.run_dir} holds a run with other settings (were configs/*.yaml edited?); "
+                "pass --restart to train it again, or --name for a new sweep"
+            )
+        if previous.status.finished and resume_from is None:
+            return RunResult.from_record(paths.run_dir, previous, skipped=True)
+    with StartOver(paths, workspace.set_aside(paths.run_dir), enabled=restart) as start_over:
+        paths.create()
+        with run_logging(paths.log, console=console):
+            return _execute(prepared, workspace, resume_from, resume_state, callbacks, begun=start_over.begun)
+
+
+def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_state, callbacks, begun) -> RunResult:
+    """The run's flowchart: record it, pre-train, load the data, build the trainer, resume, fit, test;
+    every ending (ok, pruned, failed, interrupted) is written to its record."""
+    config, paths = prepared.config, prepared.paths
+    record = _initial_record(prepared, workspace)
+    write_config(paths.config, to_plain(config.final_config_dict))
+    record.write(paths.metrics)
+    resume = _resume_point(paths, resume_from, resume_state)
+    writer = RunWriter(paths.run_dir, purge_step=resume[1] + 1 if resume else None, group=prepared.group)
+    status, error, trainer = Status.FAILED, None, None
+    try:
+        logger.info(f"recrunner {__version__}: {config['model']} on {config['dataset']}, run {paths.run_dir}")
+        _pretrain(prepared, workspace, callbacks, record, begun)
+        train_data, valid_data, test_data = _load_data_recorded(prepared, workspace, record)
+        trainer = _build_trainer(prepared, paths.run_dir, train_data, writer, callbacks)
+        if resume:
+            trainer.resume_checkpoint(resume[0])
+        begun()
+        status, error = _fit_and_test(trainer, train_data, valid_data, test_data, record, paths)
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM's RunInterrupted (recrunner.core.interrupts)
+        status, error = Status.INTERRUPTED, "interrupted; run the same command again to resume from last.pth"
+        logger.warning(error)
+        raise RunInterrupted(f"{config['model']} on {config['dataset']} interrupted; the same command resumes it")
+    except RecrunnerError as exc:  # a failure recrunner understood: its message says it all
+        error = one_line(exc)
+        logger.error(f"run failed: {error}")
+    except Exception as exc:  # a failing run is recorded, never lost; the sweep goes on
+        error = failure_hint(config["model"], exc) or failure_reason(exc)
+        logger.exception(f"run failed: {error}")
+    finally:
+        with deferred():  # a stop that arrives now waits until the record is whole
+            _finish_record(prepared, workspace, record, writer, status, error, trainer)
+    return RunResult.from_record(paths.run_dir, record)
+
+
+def _resume_point(paths, resume_from, resume_state) -> tuple[Path, int] | None:
+    """(checkpoint, epoch) to continue from: --resume-from's, else the run's own newest, else None."""
+    if resume_from is None:
+        return resume_point(paths)
+    bring_best_checkpoint(Path(resume_from), resume_state["best_epoch"], paths)
+    return Path(resume_from), int(resume_state["epoch"])
+
+
+def _pretrain(prepared: PreparedRun, workspace: Workspace, callbacks, record: RunRecord, begun) -> None:
+    if not prepared.stages:
+        return
+    begun()  # a pre-training stage is the new run's first training
+    started = time.perf_counter()
+    _run_pretraining_stages(prepared, workspace, callbacks)
+    record.pretrain_seconds = round(time.perf_counter() - started, 3)
+
+
+def _load_data_recorded(prepared: PreparedRun, workspace: Workspace, record: RunRecord):
+    """The three data loaders, seeded as RecBole seeds them; the record gets their time and protocol card."""
+    from recbole.utils import init_seed
+
+    config = prepared.config
+    init_seed(config["seed"], config["reproducibility"])
+    started = time.perf_counter()
+    loaders = _load_data(config, workspace)
+    record.data_seconds = round(time.perf_counter() - started, 3)
+    record.protocol = protocol.card(config, *(loader and loader._dataset for loader in loaders))
+    for warning in protocol.warnings(record.protocol):
+        logger.warning(warning)
+    return loaders
+
+
+def _fit_and_test(trainer, train_data, valid_data, test_data, record: RunRecord, paths) -> tuple[Status, str | None]:
+    show_progress = bool(trainer.config["show_progress"]) and sys.stderr.isatty()  # bars are for terminals
+    trainer.fit(train_data, valid_data, saved=True, show_progress=show_progress)
+    if trainer.control.pruned:  # a search trial its pruner stopped: no test, selection is on validation
+        logger.info(f"pruned: {trainer.control.pruned}")
+        return Status.PRUNED, trainer.control.pruned
+    started = time.perf_counter()
+    test_result = trainer.test(test_data, show_progress=show_progress)
+    record.test_seconds = round(time.perf_counter() - started, 3)
+    per_user.save(paths.test_per_user, trainer.test_per_user)
+    record.test = {k: float(v) for k, v in test_result.items()}
+    return Status.OK, None
+
+
+def _finish_record(prepared: PreparedRun, workspace: Workspace, record: RunRecord, writer, status, error,
+                   trainer) -> None:
+    config = prepared.config
+    record.finish(status, error, trainer, _now())
+    if record.under_trained:
+        logger.warning(f"{config['model']} on {config['dataset']} {record.under_trained}")
+    writer.end_session(status.value, prepared.hparams)
+    writer.close()
+    record.write(prepared.paths.metrics)
+    write_experiment(workspace.output_dir, changed=prepared.paths.run_dir)  # the HParams columns now include this run's
+
+
+def _load_data(config, workspace: Workspace):
+    cache_dir = workspace.cache_dir if setting(config, "data_cache") else None
+    return load_data(config, cache_dir)
+
+
+def _build_trainer(prepared: PreparedRun, run_dir: Path, train_data, writer, callbacks):
+    """The model (seeded as RecBole seeds it) and its trainer, with the run's callbacks."""
+    from recbole.utils import init_seed
+
+    config = prepared.config
+    init_seed(config["seed"], config["reproducibility"])
+    model_class = recbole_model_class(config["model"], detect_anomaly=setting(config, "detect_anomaly"))
+    model = repair_model(model_class(config, train_data._dataset).to(config["device"]))
+    logger.info(model, extra={"file_only": True})
+    return prepared.trainer_class(config, model, writer=writer, callbacks=callbacks, hparams=prepared.hparams,
+                                  run_dir=run_dir)
+
+
+def _run_pretraining_stages(prepared: PreparedRun, workspace: Workspace, callbacks) -> None:
+    """S3Rec's and RaCT's pre-training stages, each a resumable sub-run; then the config fine-tunes.
+
+    Stage S lives in <run_dir>/S/ (checkpoints/, TensorBoard events), as RecBole would run it
+    alone: seeded, fresh data loaders, `pretrain_epochs` without validation. Its best.pth (the
+    newest weights) is the next stage's `pre_model_path`. A finished stage is not trained again.
+    """
+    from recbole.utils import init_seed
+
+    config, pre_model_path = prepared.config, prepared.config["pre_model_path"]
+    for stage in prepared.stages:
+        stage_paths = prepared.paths.stage(stage)
+        stage_paths.create()
+        config["train_stage"], config["pre_model_path"] = stage, pre_model_path
+        config["checkpoint_dir"] = str(stage_paths.checkpoints)
+        resume = resume_point(stage_paths)
+        done = resume is not None and load_checkpoint(resume[0]).get("finished") and stage_paths.best.is_file()
+        if done:
+            logger.info(f"pre-training stage {stage}: finished before, using {stage_paths.best}")
+        else:
+            logger.info(f"pre-training stage {stage}: {config['pretrain_epochs']} epochs, no validation")
+            init_seed(config["seed"], config["reproducibility"])
+            train_data, _, _ = _load_data(config, workspace)
+            writer = RunWriter(stage_paths.run_dir, purge_step=resume[1] + 1 if resume else None)
+            try:
+                trainer = _build_trainer(prepared, stage_paths.run_dir, train_data, writer, callbacks)
+                if resume:
+                    trainer.resume_checkpoint(resume[0])
+                trainer.fit(train_data, None, saved=True)
+            finally:
+                writer.close()
+        pre_model_path = str(stage_paths.best)
+    config["train_stage"], config["pre_model_path"] = "finetune", pre_model_path
+    config["checkpoint_dir"] = str(prepared.paths.checkpoints)
+
+
+def _initial_record(prepared: PreparedRun, workspace: Workspace) -> RunRecord:
+    config = prepared.config
+    origin = provenance(Path(config["data_path"]), workspace.config_dir, prepared.experiment.command)
+    return RunRecord(
+        status=Status.RUNNING, model=config["model"], dataset=config["dataset"], sweep=prepared.experiment.sweep,
+        run_id=prepared.run_id, params=to_plain(dict(prepared.experiment.params)), seed=config["seed"],
+        valid_metric=str(config["valid_metric"]).lower(), fingerprint=prepared.fingerprint, started=_now(),
+        versions={k: origin["versions"][k] for k in ("recrunner", "recbole", "torch")}, provenance=origin,
+        search=dict(prepared.experiment.search),
+    )
+
+
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

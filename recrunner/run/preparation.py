@@ -1,0 +1,135 @@
+"""Everything about a run that can be known before anything is written: `prepare`.
+
+`prepare(experiment, workspace)` resolves the model and dataset, layers the configuration, checks
+every key, type and value against RecBole's resolved configuration, checks the data files and the
+callbacks' settings, and returns the run's id, paths, hparams, fingerprint and trainer class. It
+writes nothing, so a sweep plans every cell with it (`--dry-run` included).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..training.accumulation import accumulation_steps
+from ..training.callbacks import default_callbacks
+from ..config.checks import check_values
+from ..config.params import (
+    NOT_IDENTITY_KEYS,
+    RECRUNNER_DEFAULTS,
+    check_overrides,
+    check_valid_metric,
+    layered_params,
+)
+from ..data.files import check_additional_files, check_atomic_files, resolve_data_path
+from ..core.errors import ConfigError
+from ..training.families import pretraining_stages
+from ..training.models import check_requirements, resolve_model, trainer_class_for
+from ..core.layout import OutputPaths, RunPaths, run_paths
+from ..config.run_id import fingerprint, make_run_id
+from ..seams.config import honour_data_path, recbole_argv_cleared, recbole_model_defaults
+from ..seams.environment import prepare_environment
+from ..training.tensorboard import default_hparams
+from ..training.trainer import CustomTrainer
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """What to run: a model on a dataset with the parameters that identify this run."""
+
+    model: str
+    dataset: str
+    params: Mapping[str, Any] = field(default_factory=dict)  # grid, --config-file, --set
+    sweep: str = "default"
+    runtime: Mapping[str, Any] = field(default_factory=dict)  # where it runs (gpu_id, ...): not part of its identity
+    id_keys: tuple[str, ...] | None = None  # parameters its run id shows (a sweep's swept ones); None: all
+    command: str | None = None  # the command line that asked for it (provenance); not part of its identity
+    search: Mapping[str, Any] = field(default_factory=dict)  # {"role": "trial" | "final", "trial": n}: a search's run
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """Where things are: every path explicit, nothing relative to the working directory."""
+
+    output_dir: Path
+    data_path: Path
+    config_dir: Path | None = None
+
+    @property
+    def cache_dir(self) -> Path:
+        """Preprocessed datasets shared by every run and sweep under output_dir (recrunner.data.cache)."""
+        return OutputPaths(self.output_dir).data_cache
+
+    def set_aside(self, run_dir: Path) -> Path:
+        """Where `--restart` keeps the run at `run_dir` until its replacement trains (resume.StartOver)."""
+        return OutputPaths(self.output_dir).set_aside(run_dir)
+
+
+@dataclass
+class PreparedRun:
+    experiment: Experiment
+    config: Any  # recbole.config.Config
+    paths: RunPaths
+    run_id: str
+    hparams: dict
+    fingerprint: str
+    trainer_class: type
+    stages: tuple[str, ...] = ()  # pre-training stages run before this run's own training (families)
+    group: str = ""  # its HParams trial name: runs that differ only by seed share it
+
+
+def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
+    """Resolve and validate everything; raises ConfigError and touches no file."""
+    prepare_environment()
+    from recbole.config import Config
+
+    model = resolve_model(experiment.model)
+    check_requirements(model)
+    data_path = resolve_data_path(experiment.dataset, workspace.data_path)
+    file_layers = {**recbole_model_defaults(model),
+                   **layered_params(workspace.config_dir, model, experiment.dataset, {})}
+    params = dict(experiment.params)
+
+    # RecBole's defaults for this model and dataset, without the overrides: the keys and types to check them against
+    defaults = _recbole_config(Config, model, experiment.dataset, {**file_layers, "data_path": str(data_path)})
+    known = {**defaults.internal_config_dict, **RECRUNNER_DEFAULTS, **file_layers}
+    params = check_overrides(params, known, source="parameters (--set, --config-file, grid)")
+    check_values({**file_layers, **params}, f"{model} on {experiment.dataset}")
+    identity = {**_identifying(params), "seed": params.get("seed", defaults["seed"])}
+    run_id = make_run_id(identity, shown=None if experiment.id_keys is None else (*experiment.id_keys, "seed"))
+    paths = run_paths(workspace.output_dir, experiment.sweep, experiment.dataset, model, run_id)
+
+    config_dict = {**RECRUNNER_DEFAULTS, **file_layers, **params, **experiment.runtime,
+                   "data_path": str(data_path), "checkpoint_dir": str(paths.checkpoints)}
+    config = _recbole_config(Config, model, experiment.dataset, config_dict)
+    check_valid_metric(config)
+    check_additional_files(config)
+    check_atomic_files(config)
+    default_callbacks(config)  # its settings are checked here, before anything is written
+    accumulation_steps(config)
+    trainer_class = trainer_class_for(model, config["MODEL_TYPE"], CustomTrainer)
+    try:
+        stages = pretraining_stages(model, config["train_stage"])
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    hparams = {**default_hparams(config), **identity}
+    settings = _identifying({"model": model, "dataset": experiment.dataset, **file_layers, **params})
+    group = f"{experiment.dataset}/{model}/" + make_run_id({k: v for k, v in identity.items() if k != "seed"},
+                                                          shown=experiment.id_keys)
+    return PreparedRun(experiment, config, paths, run_id, hparams, fingerprint(settings), trainer_class, stages, group)
+
+
+def _identifying(params: Mapping) -> dict:
+    """`params` without the keys that never change a run's numbers (config.NOT_IDENTITY_KEYS)."""
+    return {k: v for k, v in params.items() if k not in NOT_IDENTITY_KEYS}
+
+
+def _recbole_config(config_class, model, dataset, config_dict):
+    try:
+        with recbole_argv_cleared():
+            config = config_class(model=model, dataset=dataset, config_dict=config_dict)
+        honour_data_path(config, config_dict["data_path"])
+        return config
+    except (ValueError, TypeError, KeyError, AttributeError, NotImplementedError) as exc:
+        raise ConfigError(f"RecBole rejected the configuration of {model} on {dataset}: {exc}") from None

@@ -1,0 +1,87 @@
+"""Where a run's numbers come from, recorded in its metrics.json (`provenance`).
+
+    command    the command line that asked for the run (the sweep's, for a sweep cell)
+    config_dir the folder of recrunner's YAML layers the run read (`recrunner reproduce` reads it again)
+    git        the commit of recrunner's checkout and of the config folder, and whether each tree
+               had uncommitted changes (None outside a git checkout)
+    versions   python, torch, recbole, numpy, pandas, scipy, recrunner
+    data       every file of the dataset's folder: name, bytes and SHA-256
+    machine    CPU model and count, and each visible GPU's name
+
+Each part is best effort: what cannot be found is None, never an error.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+
+def provenance(data_folder: Path | None, config_dir: Path | None, command: str | None) -> dict:
+    """The provenance of a run on this machine, now (reads git and the data files' digests)."""
+    from ..data.cache import folder_fingerprint
+
+    files = folder_fingerprint(Path(data_folder)) if data_folder is not None else []
+    return {
+        "command": command or " ".join(sys.argv),
+        "config_dir": str(Path(config_dir).resolve()) if config_dir is not None else None,
+        "git": {"recrunner": git_state(Path(__file__).resolve().parent),
+                "configs": git_state(Path(config_dir)) if config_dir is not None else None},
+        "versions": versions(),
+        "data": [{"file": name, "bytes": size, "sha256": digest} for name, size, digest in files],
+        "machine": machine(),
+    }
+
+
+def git_state(folder: Path) -> dict | None:
+    """{"commit", "dirty"} of the git checkout holding `folder`, or None (pure read of git)."""
+    def git(*args):
+        return subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=10)
+
+    try:
+        head = git("rev-parse", "HEAD")
+        if head.returncode != 0:
+            return None
+        status = git("status", "--porcelain", "--untracked-files=no", "--", ".")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip())}
+
+
+@functools.lru_cache(maxsize=1)
+def versions() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {"python": platform.python_version()}
+    for package in ("recrunner", "recbole", "torch", "numpy", "pandas", "scipy"):
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            found[package] = None
+    return found
+
+
+@functools.lru_cache(maxsize=1)
+def machine() -> dict:
+    return {"cpu": _cpu_model(), "cpus": os.cpu_count(), "gpus": _gpus(), "platform": platform.platform()}
+
+
+def _cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def _gpus() -> list[str]:
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        return []
+    return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]

@@ -1,0 +1,90 @@
+"""What a sweep command asks for, checked before torch and RecBole are imported: its cells (or a
+search's specs) and its name, from a grid file, config files and `--set` options; what a dry run
+shows; and whether anything is left to run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..config.params import load_yaml, parse_set_options
+from .grid import Grid, example_cells, expand, expand_search, load_grid
+
+
+@dataclass(frozen=True)
+class SweepRequest:
+    grid_file: Path | None = None
+    models: tuple[str, ...] = ()          # empty: the grid's (or SASRec)
+    datasets: tuple[str, ...] = ()        # empty: the grid's (or ml-100k)
+    config_files: tuple[Path, ...] = ()
+    set_options: tuple[str, ...] = ()     # key=value, values YAML
+    name: str | None = None               # empty: the grid's name, else "default"
+    output: Path = Path("runs")
+    resume_from: Path | None = None
+
+
+def grid_of(request: SweepRequest) -> tuple[Grid, dict, list]:
+    """The grid with the request's models and datasets, the overrides of the config files and
+    --set (in that order), and each source of parameters for the early checks."""
+    from ..config.checks import canonical_model, check_request_early, key_lines
+
+    sources, overrides = [], {}
+    for path in request.config_files:
+        params = load_yaml(path)
+        sources.append((str(path), params, key_lines(path)))
+        overrides.update(params)
+    given = parse_set_options(request.set_options)
+    sources.append(("--set", given, None))
+    overrides.update(given)
+    grid = load_grid(request.grid_file) if request.grid_file else Grid(models=("SASRec",), datasets=("ml-100k",))
+    models = tuple(canonical_model(m) for m in (request.models or grid.models))
+    grid = replace(grid, models=models, datasets=tuple(request.datasets or grid.datasets))
+    check_request_early(sources, models, output=request.output, resume_from=request.resume_from)
+    return grid, overrides, sources
+
+
+def cells_of(request: SweepRequest, grid: Grid, overrides: dict, final_seeds: int | None = None):
+    """The sweep's cells, or with `final_seeds` (a search) one spec per (model, dataset); each checked
+    against RecBole's keys and types (config/checks.py), naming the grid file's lines."""
+    from ..config.checks import check_grid_cells, key_lines
+
+    lines = key_lines(request.grid_file) if request.grid_file else None
+    source = str(request.grid_file or "--set")
+    if final_seeds is not None:
+        specs = expand_search(replace(grid, final_seeds=final_seeds), overrides)
+        check_grid_cells(example_cells(specs), source, lines)
+        return specs
+    cells = expand(grid, overrides)
+    if request.grid_file:
+        check_grid_cells(cells, source, lines)
+    return cells
+
+
+def sweep_name(request: SweepRequest, grid: Grid) -> str:
+    return request.name or grid.name or "default"
+
+
+def may_have_work(record_path: Path, cells, *, restart: bool = False, resume_from: Path | None = None) -> bool:
+    """False when the sweep's record already shows as many finished cells as the grid has: the
+    worker server is then not started ahead (it starts at the first cell, if any)."""
+    from .record import SweepRecord
+
+    if restart or resume_from is not None or not Path(record_path).is_file():
+        return True
+    finished = sum(state.state.finished for state in SweepRecord(record_path).states().values())
+    return finished < len(cells)
+
+
+def describe_plan(name: str, planned, output_dir: Path) -> str:
+    """--dry-run: each cell with its run id and status (new, ok, failed, ...), or why it is invalid."""
+    from ..run.record import RunRecord
+
+    lines = [f"sweep {name}: {len(planned)} cells -> {output_dir / name}"]
+    for item in planned:
+        if item.error:
+            lines.append(f"  invalid  {item.cell.dataset}/{item.cell.model}: {item.error}")
+            continue
+        record = RunRecord.read(item.run_dir)
+        status = record.status.value if record else "new"
+        lines.append(f"  {status:<8} {item.cell_id}")
+    return "\n".join(lines)

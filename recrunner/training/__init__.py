@@ -1,0 +1,1 @@
+"""The training loop: CustomTrainer.fit, its state, checkpoints, callbacks and trainer families."""

@@ -1,0 +1,92 @@
+"""How CustomTrainer saves and restores itself: best.pth, last.pth, epoch copies, resume.
+
+The one place that decides what goes into each checkpoint (docs/design.md: Checkpoints); the
+file format itself (plain data, atomic writes, safe loading) is recrunner.training.checkpoint's.
+Trainer families override `_weights_state` and `_restore_weights` (trees.py: a booster).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from recbole.utils import set_color
+
+from . import checkpoint, model_state
+from ..core.errors import CheckpointError
+from .state import TrainingState
+
+
+class Checkpointing:
+    """Mixed into CustomTrainer before RecBole's Trainer (whose _save_checkpoint and
+    resume_checkpoint it replaces)."""
+
+    def _save_checkpoint(self, epoch, verbose=True, **kwargs):
+        """RecBole's name for saving the checkpoint that testing loads: best.pth here."""
+        self._save_best_checkpoint(epoch, verbose)
+
+    def _save_best_checkpoint(self, epoch, verbose=True):
+        state = self._weights_state(kind="best", epoch=epoch)
+        state["best_valid_score"] = _plain_score(self.best_valid_score)
+        checkpoint.save_atomic(state, self.best_path)
+        if verbose:
+            self.logger.info(set_color("Saving best", "blue") + f": {self.best_path} (epoch {epoch})")
+        self._call("on_checkpoint_saved", path=self.best_path, kind="best")
+
+    def save_training_state(self, epoch):
+        """last.pth: everything needed to continue exactly after `epoch` (not an export)."""
+        state = self._weights_state(kind="last", epoch=epoch)
+        state.update(self.state.to_checkpoint())  # every TrainingState field under its own name
+        state.update(optimizer=self.optimizer.state_dict(), callbacks=self.callbacks.state_dict(),
+                     rng=checkpoint.rng_state(self._generators))
+        checkpoint.save_atomic(state, self.last_path)
+        if self.save_total_limit:
+            self._keep_epoch_copy(epoch, state)
+        self._call("on_checkpoint_saved", path=self.last_path, kind="last")
+
+    def _keep_epoch_copy(self, epoch, state):
+        checkpoint.save_atomic(state, self.checkpoint_files.epoch_copy(epoch))
+        copies = self.checkpoint_files.epoch_copies()  # newest first
+        for old in copies[int(self.save_total_limit):]:
+            old.unlink(missing_ok=True)
+
+    def _weights_state(self, kind, epoch):
+        """The model's weights and state (model_state) with what identifies the checkpoint."""
+        try:
+            other = model_state.save(self.model, self.extra_state_names)
+        except TypeError as exc:
+            raise CheckpointError(f"{self.config['model']} keeps state recrunner cannot save safely: {exc}") from None
+        return {**checkpoint.header(kind, epoch, self.config), "state_dict": self.model.state_dict(),
+                "other_parameter": other}
+
+    def _restore_weights(self, state):
+        """The inverse of `_weights_state`, for resume and for test scoring."""
+        self.model.load_state_dict(state["state_dict"])
+        model_state.restore(self.model, state.get("other_parameter"))
+
+    def resume_checkpoint(self, resume_file):
+        """Load a last.pth (or epoch-N.pth) and continue after its epoch, exactly."""
+        state = checkpoint.load_training_state(resume_file, map_location=self.device)
+        if state["model"] != self.config["model"]:
+            raise CheckpointError(f"{resume_file} was written by {state['model']}, not {self.config['model']}")
+        self._restore_weights(state)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.state = TrainingState.from_checkpoint(state)
+        self.start_epoch = self.epochs if self.finished else state["epoch"] + 1
+        self.callbacks.load_state_dict(state["callbacks"])
+        self._pending_rng = state["rng"]
+        self.logger.info(
+            f"Resumed from {resume_file}: epoch {state['epoch']} done, continuing at epoch {self.start_epoch}"
+            f" (best epoch {self.best_epoch}, best score {self.best_valid_score})"
+        )
+        return state
+
+    def load_best_weights(self, path=None):
+        path = Path(path or self.best_path)
+        state = checkpoint.load(path, map_location=self.device)
+        self._restore_weights(state)
+        self.logger.info(f"Loading model parameters from {path} (epoch {state['epoch']})")
+        return state
+
+
+def _plain_score(score):
+    return float(score) if score is not None else None

@@ -1,0 +1,120 @@
+"""Which RecBole models exist, what each needs installed, and which trainer runs it."""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib
+import inspect
+from dataclasses import dataclass
+
+from ..core.errors import ConfigError, EnvironmentProblem, one_line
+
+_MODEL_PACKAGES = (
+    "general_recommender",
+    "sequential_recommender",
+    "context_aware_recommender",
+    "knowledge_aware_recommender",
+)
+
+
+@functools.lru_cache(maxsize=None)
+def available_models() -> tuple[str, ...]:
+    """Every model class name RecBole 1.2.1 can build, sorted (the exlib ones even when their
+    package is missing: `check_requirements` then names what to install)."""
+    from recbole.model.abstract_recommender import AbstractRecommender
+
+    names = set(exlib_models())
+    for package in _MODEL_PACKAGES:
+        module = importlib.import_module(f"recbole.model.{package}")
+        for name, obj in vars(module).items():
+            if inspect.isclass(obj) and issubclass(obj, AbstractRecommender) and obj.__module__.startswith(
+                f"recbole.model.{package}."
+            ):
+                names.add(name)
+    return tuple(sorted(names))
+
+
+@functools.lru_cache(maxsize=None)
+def exlib_models() -> tuple[str, ...]:
+    """XGBoost and LightGBM subclass their libraries' boosters, so importing them needs the
+    library: their names are read from RecBole's exlib_recommender/__init__.py instead."""
+    import re
+    from pathlib import Path
+
+    import recbole
+
+    init = Path(recbole.__file__).parent / "model" / "exlib_recommender" / "__init__.py"
+    return tuple(sorted(re.findall(r"^from \S+ import (\w+)\s*$", init.read_text(), re.M)))
+
+
+def resolve_model(name: str) -> str:
+    """The model's RecBole class name; case-insensitive; unknown names list what exists."""
+    models = available_models()
+    if name in models:
+        return name
+    by_lower = {m.lower(): m for m in models}
+    if name.lower() in by_lower:
+        return by_lower[name.lower()]
+    close = difflib.get_close_matches(name, models, n=3, cutoff=0.6)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    raise ConfigError(f"unknown model {name!r}.{hint} Available: {', '.join(models)}")
+
+
+@dataclass(frozen=True)
+class Requirement:
+    module: str  # what the model imports
+    install: str  # what to do
+    why: str = ""  # where a plain pip install is not enough
+
+
+# optional packages some models import (none is a RecBole requirement); docs/models.md.
+# KGIN and MCCLK import torch_scatter: recrunner.seams.torch_scatter supplies its two functions when it is missing.
+REQUIREMENTS = {
+    "NCL": Requirement("faiss", "pip install 'recrunner[ncl]' (faiss-cpu)"),
+    "XGBoost": Requirement("xgboost", "pip install 'recrunner[trees]' (xgboost)"),
+    "LightGBM": Requirement("lightgbm", "pip install 'recrunner[trees]' (lightgbm)"),
+    "KGAT": Requirement("dgl", "install torch <= 2.4 with the dgl build for it (https://www.dgl.ai/pages/start.html)",
+                        "dgl's newest builds support torch up to 2.4"),
+}
+
+
+def check_requirements(model: str) -> None:
+    """A missing (or unusable) optional package is one line naming what to install."""
+    requirement = REQUIREMENTS.get(model)
+    if requirement is None:
+        return
+    try:
+        importlib.import_module(requirement.module)
+    except Exception as exc:  # ImportError, or a package that breaks on import (dgl on a newer torch)
+        why = f"; {requirement.why}" if requirement.why else ""
+        raise EnvironmentProblem(f"{model} needs the package {requirement.module!r}, which cannot be imported here "
+                                 f"({one_line(exc)[:150]}){why}: {requirement.install}") from None
+
+
+# failures that a model's own settings cause in plain RecBole as well, with the setting to change
+_HINTS = (
+    ("ConvNCF", "Kernel size can't be greater than actual input size",
+     "ConvNCF's CNN reduces the embedding_size x embedding_size map by the product of cnn_strides "
+     "(default 4*4*2*2 = 64): set embedding_size to at least that product, or use fewer or smaller cnn_strides"),
+    ("FEARec", "by zero",
+     "FEARec shares its frequency bands among n_layers - 1 layers: set n_layers to 2 or more"),
+)
+
+
+def failure_hint(model: str, exc: BaseException) -> str | None:
+    """The one-line reason for a known failure of `model`'s own code, naming the setting (pure)."""
+    for name, marker, hint in _HINTS:
+        if model == name and marker in str(exc):
+            return f"{type(exc).__name__}: {hint}"
+    return None
+
+
+def trainer_class_for(model_name: str, model_type, custom_trainer: type) -> type:
+    """The trainer that runs `model_name` under recrunner's loop (recrunner.training.families)."""
+    from .families import trainer_class
+
+    try:
+        return trainer_class(model_name, model_type, custom_trainer)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None

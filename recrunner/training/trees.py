@@ -1,0 +1,110 @@
+"""XGBoost and LightGBM (RecBole's DecisionTreeTrainer family) under recrunner's loop.
+
+RecBole's `DecisionTreeTrainer` is not a torch Trainer: each "epoch" fits the booster on the
+whole training set at once (`_train_at_once`; XGBoost continues from the previous epoch's trees,
+LightGBM fits anew), and its checkpoints are booster files beside a pickled Config. TreeTrainer
+keeps RecBole's tree code (data conversion, training, evaluation: the library trainer's own
+methods) and runs it inside `CustomTrainer.fit`, so trees get what every model gets: validation
+at epoch -1 (where the untrained booster can predict), TensorBoard, best.pth and last.pth as
+plain data (the booster's own serialisation as bytes), exact resume, callbacks and test scoring
+with the best booster. There is no loss: Train/Loss is not written.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .state import TrainingState
+from .trainer import CustomTrainer
+
+
+class _BoosterRate:
+    """What the loop and callbacks read of an optimizer: the booster's learning rate, no state."""
+
+    def __init__(self, rate):
+        self.param_groups = [{"lr": rate}]
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state) -> None:
+        pass
+
+
+class TreeTrainer(CustomTrainer):
+    """Layered over RecBole's XGBoostTrainer or LightGBMTrainer (`for_library`)."""
+
+    library_trainer: type  # set by for_library
+    reports_loss = False
+
+    def __init__(self, config, model, *, writer=None, callbacks=(), hparams=None, run_dir=None):
+        from pathlib import Path
+
+
+        from ..seams.tensorboard import SilentWandb, recbole_loggers
+
+        self.state = TrainingState()  # first: RecBole's __init__ assigns some of its fields
+        with recbole_loggers(writer):
+            self.library_trainer.__init__(self, config, model)  # RecBole's: conversion settings, evaluator
+        self._init_loop_state(config, callbacks, hparams, run_dir)
+        checkpoints = Path(config["checkpoint_dir"])
+        checkpoints.mkdir(parents=True, exist_ok=True)
+        # RecBole names these after the local time; the booster between epochs, never read back by recrunner
+        self.temp_file = self.temp_best_file = str(checkpoints / "booster.tmp")
+        self.start_epoch, self.clip_grad_norm = 0, None
+        self.device = torch.device("cpu")
+        self.wandblogger = SilentWandb()
+        params = config["xgb_params"] or config["lgb_params"] or {}
+        self.optimizer = _BoosterRate(params.get("eta", params.get("learning_rate")))
+        self._valid_data = None
+
+    @classmethod
+    def for_library(cls, library_trainer: type) -> type:
+        return type(f"Custom{library_trainer.__name__}", (cls, library_trainer), {"library_trainer": library_trainer})
+
+    # ------------------------------------------------------------------ the loop's steps, for a booster
+    def fit(self, train_data, valid_data=None, verbose=True, saved=True, show_progress=False, callback_fn=None):
+        self._valid_data = valid_data  # XGBoost watches the validation set while it trains
+        return super().fit(train_data, valid_data, verbose, saved, show_progress, callback_fn)
+
+    def _train_epoch(self, train_data, epoch_idx, loss_func=None, show_progress=False):
+        # XGBoostTrainer passes `self.callbacks` (its own, None) to xgb.train: ours are not xgboost's
+        handler, self.callbacks = self.callbacks, None
+        try:
+            self._train_at_once(train_data, self._valid_data)
+        finally:
+            self.callbacks = handler
+        return 0.0
+
+    def _valid_epoch(self, valid_data, show_progress=False):
+        from recbole.utils import calculate_valid_score
+
+        result = self.library_trainer.evaluate(self, valid_data, load_best_model=False)
+        return calculate_valid_score(result, self.valid_metric), result
+
+    def evaluate(self, eval_data, load_best_model=True, model_file=None, show_progress=False):
+        if load_best_model and eval_data:
+            self.load_best_weights(model_file)
+        return self.library_trainer.evaluate(self, eval_data, load_best_model=False)
+
+    # ------------------------------------------------------------------ the booster as checkpoint state
+    def _weights_state(self, kind, epoch):
+        from . import checkpoint
+
+        booster = torch.from_numpy(np.frombuffer(self._booster_bytes(), dtype=np.uint8).copy())
+        return {**checkpoint.header(kind, epoch, self.config), "booster": booster}
+
+    def _restore_weights(self, state):
+        self.model = self._booster_from(bytes(state["booster"].numpy().tobytes()))
+        self.boost_model = self.model  # XGBoost continues from these trees
+
+    def _booster_bytes(self) -> bytes:
+        if self.config["model"] == "XGBoost":
+            return bytes(self.model.save_raw(raw_format="ubj"))
+        return self.model.model_to_string().encode()
+
+    def _booster_from(self, raw: bytes):
+        if self.config["model"] == "XGBoost":
+            return self.xgb.Booster(model_file=bytearray(raw))
+        return self.lgb.Booster(model_str=raw.decode())
