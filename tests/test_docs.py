@@ -116,3 +116,15 @@ def test_a_documented_example_runs_as_written(code, tmp_path):
     (tmp_path / "datasets").mkdir()
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_the_developers_page_names_every_module_of_every_layer():
+    rows = {line.split("|")[1].strip().strip("`/"): line for line in (DOCS / "development.md").read_text().splitlines()
+            if line.startswith("| `") and "/` |" in line}
+    package = REPO / "recrunner"
+    for layer in sorted(p.name for p in package.iterdir() if (p / "__init__.py").is_file()):
+        modules = sorted(p.relative_to(package / layer).as_posix() for p in (package / layer).rglob("*.py")
+                         if p.name != "__init__.py" and "callbacks" not in p.parts)
+        assert layer in rows, f"docs/development.md has no row for {layer}/"
+        missing = [m for m in modules if f"`{m.split('/')[-1]}`" not in rows[layer]]
+        assert missing == [], f"docs/development.md's row for {layer}/ leaves out {missing}"
