@@ -53,7 +53,7 @@ class Session:
 def quick_run(session: Session) -> str:
     text = session.run("python run_experiments.py --config-file configs/quick.yaml",
                        ["run_experiments.py", "--config-file", "configs/quick.yaml"])
-    session.quick_run = ROOT / next((session.output / "default").rglob("metrics.json")).parent
+    session.quick_run = next((session.output / "default").rglob("metrics.json")).parent
     lines = text.splitlines()
     last_epoch = max(i for i, line in enumerate(lines) if " training [time:" in line)
     first_best = next(i for i, line in enumerate(lines) if "Saving best" in line)

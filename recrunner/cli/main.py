@@ -14,9 +14,6 @@ from pathlib import Path
 from ..core.errors import ConfigError, RecrunnerError, RunInterrupted, one_line
 from .arguments import Parser, build_parser, build_report_parser, build_reproduce_parser
 
-USAGE_ERROR = 2
-
-
 def main(argv=None) -> int:
     started = time.perf_counter()  # a sweep's summary time includes start-up
     argv = sys.argv[1:] if argv is None else list(argv)

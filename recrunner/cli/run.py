@@ -19,7 +19,7 @@ def run_command(args) -> int:
 
     prepare_environment()  # a missing RecBole or pandas 3: one line before anything imports RecBole
     request = request_of(args)
-    grid, overrides, _ = grid_of(request)
+    grid, overrides = grid_of(request)
     name = sweep_name(request, grid)
     from .search import search_options
 

@@ -121,10 +121,6 @@ class SweepPaths:
     sweep_dir: Path
 
     @property
-    def name(self) -> str:
-        return self.sweep_dir.name
-
-    @property
     def record(self) -> Path:
         """The sweep's record, one JSON line per event (sweep/record.py owns the format)."""
         return self.sweep_dir / "sweep.jsonl"
@@ -191,15 +187,3 @@ class OutputPaths:
         """The output folder holding a run directory (`runs` of runs/<sweep>/<dataset>/<model>/<run id>)."""
         return cls(Path(run_dir).resolve().parents[3])
 
-    @classmethod
-    def of_sweep(cls, sweep_dir: Path) -> "OutputPaths":
-        return cls(Path(sweep_dir).parent)
-
-
-def run_paths(output_dir: Path, sweep: str, dataset: str, model: str, run_id: str) -> RunPaths:
-    return OutputPaths(Path(output_dir)).run(sweep, dataset, model, run_id)
-
-
-def output_of(run_dir: Path) -> Path:
-    """The output folder holding a run directory."""
-    return OutputPaths.of_run(run_dir).root

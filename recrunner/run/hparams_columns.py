@@ -30,8 +30,7 @@ from typing import Mapping
 
 from ..training import tensorboard
 from ..core.files import file_lock, write_text_atomic
-from ..core.layout import HPARAMS_ROW as HPARAMS_FILE
-from ..core.layout import OutputPaths
+from ..core.layout import HPARAMS_ROW, OutputPaths
 from ..training.tensorboard import hparam_value, plugin_summary, write_event_file
 
 INDEX_FILE = "index.json"
@@ -41,7 +40,7 @@ _ALWAYS_SHOWN = ("model", "dataset", "status")
 
 def columns_file(logdir: Path) -> Path:
     """Where the HParams columns of every run under `logdir` are (TensorBoard's run "hparams-columns")."""
-    return OutputPaths(Path(logdir)).hparams_columns / HPARAMS_FILE
+    return OutputPaths(Path(logdir)).hparams_columns / HPARAMS_ROW
 
 
 # ------------------------------------------------------------------------- the columns (pure)
@@ -156,7 +155,7 @@ class _Columns:
             stale = self._update(index, changed)
         if index is None or stale is None:  # no index, or a row it names is gone: read every run
             index, stale = self._rebuild(), None
-        (self.logdir / HPARAMS_FILE).unlink(missing_ok=True)  # where older recrunner wrote them: a run "."
+        (self.logdir / HPARAMS_ROW).unlink(missing_ok=True)  # where older recrunner wrote them: a run "."
         (self.folder / "rows.json").unlink(missing_ok=True)   # the index of recrunner before 2026-11
         if not index["runs"]:
             return None
@@ -261,7 +260,7 @@ def _row(session_file: Path) -> dict:
 def _session_files(logdir: Path, under: Path) -> list[Path]:
     """The runs' session files below `under`, leaving out the columns, the cache and set-aside runs."""
     found = []
-    for path in sorted(Path(under).rglob(HPARAMS_FILE)):
+    for path in sorted(Path(under).rglob(HPARAMS_ROW)):
         parts = path.parent.relative_to(logdir).parts
         if parts and parts[0] != OutputPaths(under).hparams_columns.name and not any(part.startswith(".") for part in parts):
             found.append(path)

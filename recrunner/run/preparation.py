@@ -26,7 +26,7 @@ from ..data.files import check_additional_files, check_atomic_files, resolve_dat
 from ..core.errors import ConfigError
 from ..training.families import pretraining_stages
 from ..training.models import check_requirements, resolve_model, trainer_class_for
-from ..core.layout import OutputPaths, RunPaths, run_paths
+from ..core.layout import OutputPaths, RunPaths
 from ..config.run_id import fingerprint, make_run_id
 from ..seams.config import honour_data_path, recbole_argv_cleared, recbole_model_defaults
 from ..seams.environment import prepare_environment
@@ -98,7 +98,7 @@ def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
     check_values({**file_layers, **params}, f"{model} on {experiment.dataset}")
     identity = {**_identifying(params), "seed": params.get("seed", defaults["seed"])}
     run_id = make_run_id(identity, shown=None if experiment.id_keys is None else (*experiment.id_keys, "seed"))
-    paths = run_paths(workspace.output_dir, experiment.sweep, experiment.dataset, model, run_id)
+    paths = OutputPaths(workspace.output_dir).run(experiment.sweep, experiment.dataset, model, run_id)
 
     config_dict = {**RECRUNNER_DEFAULTS, **file_layers, **params, **experiment.runtime,
                    "data_path": str(data_path), "checkpoint_dir": str(paths.checkpoints)}

@@ -26,7 +26,7 @@ from ..config.params import default_config_dir
 from ..core.errors import ConfigError
 from .preparation import Experiment, Workspace
 from .record import RunRecord, Status
-from ..core.layout import RunPaths, output_of
+from ..core.layout import OutputPaths, RunPaths
 
 # configuration keys that name where a run lives, not what it computes
 PLACE_KEYS = {"checkpoint_dir", "data_path", "config_files"}
@@ -56,7 +56,7 @@ def plan(run_dir: Path, output: Path | None = None, data_path: Path | None = Non
     config = _config(run_dir)
     recorded_dir = (record.provenance or {}).get("config_dir")
     workspace = Workspace(
-        output_dir=Path(output or output_of(run_dir)).resolve(),
+        output_dir=Path(output or OutputPaths.of_run(run_dir).root).resolve(),
         data_path=Path(data_path or Path(config["data_path"]).parent).resolve(),
         config_dir=config_dir or (Path(recorded_dir) if recorded_dir and Path(recorded_dir).is_dir()
                                   else default_config_dir()))

@@ -23,9 +23,9 @@ class SweepRequest:
     resume_from: Path | None = None
 
 
-def grid_of(request: SweepRequest) -> tuple[Grid, dict, list]:
-    """The grid with the request's models and datasets, the overrides of the config files and
-    --set (in that order), and each source of parameters for the early checks."""
+def grid_of(request: SweepRequest) -> tuple[Grid, dict]:
+    """The grid with the request's models and datasets, and the overrides of the config files and
+    --set (in that order); each source of parameters is checked on the way."""
     from ..config.checks import canonical_model, check_request_early, key_lines
 
     sources, overrides = [], {}
@@ -40,7 +40,7 @@ def grid_of(request: SweepRequest) -> tuple[Grid, dict, list]:
     models = tuple(canonical_model(m) for m in (request.models or grid.models))
     grid = replace(grid, models=models, datasets=tuple(request.datasets or grid.datasets))
     check_request_early(sources, models, output=request.output, resume_from=request.resume_from)
-    return grid, overrides, sources
+    return grid, overrides
 
 
 def cells_of(request: SweepRequest, grid: Grid, overrides: dict, final_seeds: int | None = None):

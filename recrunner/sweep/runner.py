@@ -202,7 +202,7 @@ class _Sweep:
             self.durations.append(result.seconds or 0.0)
         self.tables.forget(self.by_id[cell_id].run_dir)
         if self.tables.due():
-            self._write_tables(hparams=False)  # each run has added its own HParams row
+            self._write_tables(full=False)  # each run has added its own HParams row
         self.out(self._progress_line(cell_id, result))
 
     def _search_has_more(self) -> bool:
@@ -277,8 +277,8 @@ class _Sweep:
         self._count("failed")
         self.summary.usage_failures += is_usage_error(error)
 
-    def _write_tables(self, hparams: bool = True):
-        self.tables.write(self.planned, self.swept, hparams=hparams)
+    def _write_tables(self, full: bool = True):
+        self.tables.write(self.planned, self.swept, full=full)
         self.summary.results_md = self.tables.results_md
 
     def _progress_line(self, cell_id, result) -> str:

@@ -35,9 +35,9 @@ class TableSchedule:
 
 class SweepTables:
     """The tables of one sweep command. Each cell's record is read once and again only when its cell
-    finishes here (`forget`); at the start and the end (`write(hparams=True)`) every record not
-    finished is read again: another command on the same folder may have finished its cell, and the
-    tables written last must match the disk."""
+    finishes here (`forget`). A full write, at the command's start and end, also reads again every
+    record not finished (another command on the same folder may have finished its cell, and the
+    tables written last must match the disk) and rewrites the HParams columns of every run."""
 
     def __init__(self, name: str, paths: SweepPaths, output_dir: Path):
         self.name, self.paths, self.output_dir = name, paths, output_dir
@@ -53,10 +53,10 @@ class SweepTables:
     def due(self) -> bool:
         return self.schedule.due(time.monotonic())
 
-    def write(self, planned, swept, hparams: bool = True) -> None:
-        """results.csv/.md; with `hparams`, the HParams columns of every run too (at the start and the end)."""
+    def write(self, planned, swept, full: bool = True) -> None:
+        """results.csv/.md; `full` at the start and the end (see the class), not as cells finish."""
         started = time.monotonic()
-        if hparams:
+        if full:
             self.records = {d: r for d, r in self.records.items() if r is not None and r.status.finished}
         rows = [cell_row(p.cell_id or f"{p.cell.dataset}/{p.cell.model}/(invalid)", p.cell.model, p.cell.dataset,
                          dict(p.cell.params), swept, p.run_dir, error=p.error, record=self._record(p.run_dir))
@@ -67,7 +67,7 @@ class SweepTables:
                  for cell_id, record, run_dir in self.earlier]
         _, self.results_md = write_results(self.paths.sweep_dir, rows, swept, title=f"Sweep {self.name}")
         self.tuning_warnings = unequal(budgets(rows))
-        if hparams:
+        if full:
             write_experiment(self.output_dir)
         self.schedule.written(started, time.monotonic())
 
