@@ -60,3 +60,10 @@ def test_each_recorded_difference_is_one_line():
         "configuration differs: epochs was 5, is 6 (a layer in the config folder or RecBole's defaults changed)",
     ]
     assert explain(then, then, {"epochs": 5}, {"epochs": 5}) == []
+
+
+def test_fast_mode_is_named_in_the_comparison():
+    fast = {"fast": {"precision": "bf16", "compile": True, "scaler": False, "reason": ""}}
+    assert explain({}, fast, {}, {}) == ["fast mode differs: exact then, bf16, compiled now (docs/fast.md)"]
+    assert explain(fast, fast, {}, {}) == [
+        "both ran in fast mode (bf16, compiled): its numbers repeat on one machine and torch version, not across them"]

@@ -34,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="folder holding <dataset>/ folders (default: $RECRUNNER_DATA_PATH or ./datasets)")
     parser.add_argument("--config-dir", type=Path, default=None,
                         help="recrunner's YAML layers (default: ./configs, else the one beside the package)")
+    parser.add_argument("--fast", action="store_true",
+                        help="fast mode: compiled, reduced precision; not bit-identical to RecBole (docs/fast.md)")
     parser.add_argument("--restart", action="store_true", help="train again from scratch instead of resuming")
     parser.add_argument("--resume-from", type=Path, default=None, metavar="PATH",
                         help="continue from this last.pth / epoch-N.pth")

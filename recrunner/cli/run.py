@@ -55,7 +55,8 @@ def _plan_and_run(args, cells, name) -> int:
 
 def request_of(args) -> SweepRequest:
     return SweepRequest(grid_file=args.grid, models=tuple(args.model or ()), datasets=tuple(args.dataset or ()),
-                        config_files=tuple(args.config_file), set_options=tuple(args.set), name=args.name,
+                        config_files=tuple(args.config_file), set_options=(("fast=true",) if args.fast else ()) + tuple(args.set),
+                        name=args.name,
                         output=args.output, resume_from=args.resume_from)
 
 

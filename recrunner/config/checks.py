@@ -24,6 +24,7 @@ import yaml
 from .params import RECBOLE_DERIVED_KEYS, RECRUNNER_DEFAULTS, RECRUNNER_KEYS, coerce_value, unknown_metric
 from ..core.errors import ConfigError
 
+FAST_PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # fast mode's autocast dtypes (recrunner.training.fast)
 LEARNERS = ("adam", "adamw", "sgd", "adagrad", "rmsprop", "sparse_adam")  # recbole.trainer.Trainer._build_optimizer
 _AT_LEAST_ONE = {"epochs", "train_batch_size", "eval_batch_size", "checkpoint_every", "gradient_accumulation_steps",
                  "n_heads", "num_heads", "MAX_ITEM_LIST_LENGTH", "save_total_limit", "topk"}
@@ -43,6 +44,10 @@ def impossible_values(params: Mapping[str, Any]) -> list[str]:
             if key == "learner" and str(value).lower() not in LEARNERS:
                 problems.append(f"learner {value!r} is not an optimizer RecBole knows (it would silently use adam); "
                                 f"choose one of {', '.join(LEARNERS)}")
+            if key == "fast_precision" and value not in FAST_PRECISIONS:
+                problems.append(f"fast_precision {value!r} is not a precision; choose one of {', '.join(FAST_PRECISIONS)}")
+            if key == "fast_compile" and value not in ("auto", True, False):
+                problems.append(f"fast_compile {value!r} must be auto, true or false")
             unknown = [m for m in numbers if key == "metrics" and METRICS and str(m).lower() not in METRICS]
             if unknown:
                 problems.append(unknown_metric(unknown[0], METRICS))

@@ -48,6 +48,9 @@ RECRUNNER_DEFAULTS: dict[str, Any] = {
     "trackers": [],                     # external loggers: wandb, mlflow (pip install 'recrunner[wandb]')
     "mlflow_tracking_uri": None,        # None: runs/<sweep>/mlruns
     "mlflow_experiment": None,          # None: MLflow's default experiment
+    "fast": False,                      # fast mode: compiled, reduced precision (docs/fast.md); off: exact
+    "fast_precision": "auto",           # auto | bf16 | fp16 | fp32: autocast dtype in fast mode
+    "fast_compile": "auto",             # auto | true | false: torch.compile in fast mode
 }
 RECRUNNER_KEYS = frozenset(RECRUNNER_DEFAULTS)
 

@@ -3,6 +3,7 @@
     <output>/                                   OutputPaths
         .cache/data/                            the shared dataset cache (recrunner.data.cache)
         .cache/replaced/<sweep>/<dataset>/...   a run `--restart` replaces, until the new one trains
+        .cache/compile/                         torch.compile's cache, shared by fast runs (training.fast)
         hparams-columns/                        the HParams columns of every run below (run/hparams_columns.py)
         <sweep>/                                SweepPaths
             sweep.jsonl  results.csv  results.md  report/  search/study.journal  mlruns/
@@ -166,6 +167,11 @@ class OutputPaths:
     def data_cache(self) -> Path:
         """Preprocessed datasets shared by every run and sweep below (recrunner.data.cache)."""
         return self.root / ".cache" / "data"
+
+    @property
+    def compile_cache(self) -> Path:
+        """torch.compile's cache (TORCHINDUCTOR_CACHE_DIR), shared by the fast runs below (training.fast)."""
+        return self.root / ".cache" / "compile"
 
     def set_aside(self, run_dir: Path) -> Path:
         """Where `--restart` keeps the run at `run_dir` until its replacement trains (run/resume.py)."""

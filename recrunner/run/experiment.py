@@ -26,6 +26,7 @@ from ..config.params import setting
 from ..data.cache import load_data
 from ..core.errors import ConfigError, RecrunnerError, RunInterrupted, failure_reason, one_line
 from ..core.interrupts import deferred
+from ..core.layout import OutputPaths
 from ..training.models import failure_hint
 from .preparation import Experiment, PreparedRun, Workspace, prepare
 from .provenance import provenance
@@ -37,6 +38,7 @@ from .runlog import run_logging
 from ..seams.models import model_class as recbole_model_class
 from ..seams.models import repair_model
 from .hparams_columns import write_experiment
+from ..training.fast import share_compile_cache
 from ..training.tensorboard import RunWriter
 
 __all__ = ["Experiment", "PreparedRun", "RunResult", "Workspace", "prepare", "run_experiment"]
@@ -82,9 +84,12 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
     status, error, trainer = Status.FAILED, None, None
     try:
         logger.info(f"recrunner {__version__}: {config['model']} on {config['dataset']}, run {paths.run_dir}")
+        if setting(config, "fast"):
+            share_compile_cache(OutputPaths(workspace.output_dir).compile_cache)
         _pretrain(prepared, workspace, callbacks, record, begun)
         train_data, valid_data, test_data = _load_data_recorded(prepared, workspace, record)
         trainer = _build_trainer(prepared, paths.run_dir, train_data, writer, callbacks)
+        record.provenance["fast"] = trainer.fast.as_dict() if getattr(trainer, "fast", None) else None
         if resume:
             trainer.resume_checkpoint(resume[0])
         begun()

@@ -109,6 +109,11 @@ def explain(original: dict, reproduced: dict, original_config: dict, reproduced_
     for key, what in (("cpu", "CPU"), ("gpus", "GPUs"), ("cpus", "CPU count")):
         if old_machine.get(key) != new_machine.get(key):
             lines.append(f"the machine differs: {what} {old_machine.get(key)} then, {new_machine.get(key)} now")
+    then_fast, now_fast = _fast_text(original.get("fast")), _fast_text(reproduced.get("fast"))
+    if then_fast != now_fast:
+        lines.append(f"fast mode differs: {then_fast} then, {now_fast} now (docs/fast.md)")
+    elif original.get("fast"):
+        lines.append(f"both ran in fast mode ({now_fast}): its numbers repeat on one machine and torch version, not across them")
     for side in ("recrunner", "configs"):
         then = ((original.get("git") or {}).get(side) or {})
         now = ((reproduced.get("git") or {}).get(side) or {})
@@ -167,6 +172,12 @@ def _config(run_dir: Path) -> dict:
         return yaml.safe_load(path.read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}") from None
+
+
+def _fast_text(plan: dict | None) -> str:
+    if not plan:
+        return "exact"
+    return f"{plan.get('precision')}, {'compiled' if plan.get('compile') else 'eager'}"
 
 
 def _same(a, b) -> bool:

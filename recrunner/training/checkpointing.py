@@ -13,6 +13,7 @@ from recbole.utils import set_color
 
 from . import checkpoint, model_state
 from ..core.errors import CheckpointError
+from .fast import plan_text, same_plan_key
 from .state import TrainingState
 
 
@@ -38,6 +39,9 @@ class Checkpointing:
         state.update(self.state.to_checkpoint())  # every TrainingState field under its own name
         state.update(optimizer=self.optimizer.state_dict(), callbacks=self.callbacks.state_dict(),
                      rng=checkpoint.rng_state(self._generators))
+        if self.fast is not None:
+            state["fast"] = {"plan": self.fast.as_dict(),
+                             "scaler": self.grad_scaler.state_dict() if self.grad_scaler is not None else None}
         checkpoint.save_atomic(state, self.last_path)
         if self.save_total_limit:
             self._keep_epoch_copy(epoch, state)
@@ -68,6 +72,7 @@ class Checkpointing:
         state = checkpoint.load_training_state(resume_file, map_location=self.device)
         if state["model"] != self.config["model"]:
             raise CheckpointError(f"{resume_file} was written by {state['model']}, not {self.config['model']}")
+        self._restore_fast(state.get("fast"), resume_file)
         self._restore_weights(state)
         self.optimizer.load_state_dict(state["optimizer"])
         self.state = TrainingState.from_checkpoint(state)
@@ -79,6 +84,16 @@ class Checkpointing:
             f" (best epoch {self.best_epoch}, best score {self.best_valid_score})"
         )
         return state
+
+    def _restore_fast(self, saved: dict | None, resume_file):
+        """A fast run resumes only in the same fast plan, with its gradient scaler as it was."""
+        then = same_plan_key((saved or {}).get("plan"))
+        now = same_plan_key(self.fast.as_dict() if self.fast is not None else None)
+        if then != now:
+            raise CheckpointError(f"{resume_file} was trained {plan_text(then)}, this run would train {plan_text(now)}; "
+                                  "set fast, fast_precision and fast_compile as the run had them, or pass --restart")
+        if self.grad_scaler is not None and (saved or {}).get("scaler"):
+            self.grad_scaler.load_state_dict(saved["scaler"])
 
     def load_best_weights(self, path=None):
         path = Path(path or self.best_path)

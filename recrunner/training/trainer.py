@@ -23,6 +23,7 @@ from recbole.utils import dict2str, set_color
 
 from ..core.layout import CheckpointPaths
 from . import checkpoint
+from .accelerate import go_fast
 from .accumulation import GradientAccumulator, accumulation_steps
 from .callbacks import CallbackHandler, TrainerControl, default_callbacks, with_defaults
 from .callbacks.early_stopping import Best, track
@@ -82,6 +83,7 @@ class CustomTrainer(Checkpointing, TrainerOutput, Trainer):
         with recbole_loggers(writer):
             super().__init__(config, model)
         self._init_loop_state(config, callbacks, hparams, run_dir)
+        self.fast = go_fast(self)  # fast mode (recrunner.training.fast); None: exact, as RecBole
         if self.accumulation_steps > 1:  # the accumulator clips the mean gradient, once per step
             self.optimizer = GradientAccumulator(self.optimizer, self.accumulation_steps, self.clip_grad_norm)
             self.clip_grad_norm = None
@@ -105,6 +107,7 @@ class CustomTrainer(Checkpointing, TrainerOutput, Trainer):
         self._pending_rng = None
         self._generators = {}
         self._batches_seen = 0
+        self.fast, self.grad_scaler = None, None  # fast mode's plan and fp16 gradient scaler (go_fast)
 
     # ------------------------------------------------------------------ the loop
     def fit(self, train_data, valid_data=None, verbose=True, saved=True, show_progress=False, callback_fn=None):

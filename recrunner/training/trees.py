@@ -41,7 +41,7 @@ class TreeTrainer(CustomTrainer):
     def __init__(self, config, model, *, writer=None, callbacks=(), hparams=None, run_dir=None):
         from pathlib import Path
 
-
+        from ..config.params import setting
         from ..seams.tensorboard import SilentWandb, recbole_loggers
 
         self.state = TrainingState()  # first: RecBole's __init__ assigns some of its fields
@@ -58,6 +58,9 @@ class TreeTrainer(CustomTrainer):
         params = config["xgb_params"] or config["lgb_params"] or {}
         self.optimizer = _BoosterRate(params.get("eta", params.get("learning_rate")))
         self._valid_data = None
+        if setting(config, "fast"):
+            self.logger.info(f"fast mode: fp32, eager ({config['model']} is a gradient-boosted tree, not a torch "
+                             "model: it runs exactly)")
 
     @classmethod
     def for_library(cls, library_trainer: type) -> type:

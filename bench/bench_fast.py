@@ -1,0 +1,170 @@
+"""Fast mode against exact mode: training and evaluation time per epoch, and the compile time paid once.
+
+    python bench/bench_fast.py [--cases SASRec:ml-100k BPR:ml-1m ...] [--epochs 3] [--max-batches N]
+                               [--data-path ../shared/datasets] [--threads N]
+
+Each measurement is a fresh process that builds RecBole's config, data and model as a run does
+and drives CustomTrainer's own epoch (`_train_epoch`, `_valid_epoch`) for `--epochs` epochs, with
+`fast: true` or without; the two modes alternate, exact first. Reported per case and mode:
+
+    first     the first epoch's training and validation seconds (fast: includes compiling)
+    epoch     the median of the later epochs' training seconds (warm)
+    eval      the median of the later validations' seconds (full-sort or sampled, as configured)
+    speed-up  exact epoch / fast epoch, exact eval / fast eval
+    compile   fast first - fast epoch (training) + fast first eval - fast eval: paid once per process
+              (less when the compiler's cache under <output>/.cache/compile is warm)
+
+`--max-batches N` times only the first N batches of each training epoch and scales the warm time to
+the whole epoch (batches per epoch / N; the compile time is not scaled): for the main job's SASRec an exact epoch is minutes on a CPU.
+The settings are the models' RecBole defaults with recrunner's config layers (configs/): SASRec is the main job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PARAMS = {
+    "SASRec": {"train_neg_sample_args": None},  # the main job: RecBole's defaults with CE loss
+    "GRU4Rec": {"train_neg_sample_args": None},
+    "BERT4Rec": {"train_neg_sample_args": None},
+    "BPR": {},
+    "LightGCN": {},
+}
+CASES = ["SASRec:ml-100k", "GRU4Rec:ml-100k", "BERT4Rec:ml-100k", "BPR:ml-100k", "LightGCN:ml-100k",
+         "SASRec:ml-1m", "BPR:ml-1m"]
+
+
+class _FirstBatches:
+    """The first `n` batches of a RecBole loader, as RecBole's epoch iterates it."""
+
+    def __init__(self, loader, n):
+        self.loader, self.n = loader, n
+        self.shuffle = getattr(loader, "shuffle", False)
+
+    def __iter__(self):
+        return itertools.islice(iter(self.loader), self.n)
+
+    def __len__(self):
+        return min(self.n, len(self.loader))
+
+
+def one_run(fast: bool, model: str, dataset: str, epochs: int, max_batches: int | None, data_path: str | None,
+            workdir: Path) -> dict:
+    import os
+
+    os.chdir(workdir)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(workdir / "compile-cache")  # cold: the compile time a first run pays
+    from recbole.config import Config
+    from recbole.data import create_dataset, data_preparation
+    from recbole.utils import get_model, init_seed
+
+    from recrunner.seams.config import recbole_argv_cleared
+    from recrunner.seams.environment import quiet_known_warnings
+    from recrunner.training.trainer import CustomTrainer
+
+    quiet_known_warnings()
+    from recrunner.config.params import layered_params
+
+    layers = layered_params(REPO / "configs", model, dataset, {})  # configs/datasets/ml-1m.yaml: its columns
+    params = {**layers, **PARAMS[model], "show_progress": False, "progress_bar": False, "checkpoint_dir": str(workdir / "ckpt"), "fast": fast,
+              **({"data_path": data_path} if data_path else {})}
+    with recbole_argv_cleared():
+        config = Config(model=model, dataset=dataset, config_dict=params)
+    init_seed(config["seed"], config["reproducibility"])
+    train, valid, _ = data_preparation(config, create_dataset(config))
+    init_seed(config["seed"], config["reproducibility"])
+    trainer = CustomTrainer(config, get_model(model)(config, train._dataset))
+    trainer.eval_collector.data_collect(train)
+    batches = len(train)
+    loader = _FirstBatches(train, max_batches) if max_batches and max_batches < batches else train
+    scale = batches / len(loader)
+    train_times, eval_times = [], []
+    for epoch in range(epochs):
+        trainer.epoch = epoch
+        start = time.perf_counter()
+        trainer._train_epoch(loader, epoch)
+        train_times.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        trainer._valid_epoch(valid)
+        eval_times.append(time.perf_counter() - start)
+    return {"train": train_times, "eval": eval_times, "batches": batches, "timed_batches": len(loader), "scale": scale,
+            "plan": trainer.fast.describe() if trainer.fast else "exact"}
+
+
+def measure(fast: bool, case: str, args) -> dict:
+    model, dataset = case.split(":")
+    command = [sys.executable, __file__, "--one", "fast" if fast else "exact", "--cases", case,
+               "--epochs", str(args.epochs)]
+    if args.max_batches:
+        command += ["--max-batches", str(args.max_batches)]
+    if args.data_path:
+        command += ["--data-path", str(args.data_path)]
+    if args.threads:
+        command += ["--threads", str(args.threads)]
+    out = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def summary(exact: dict, fast: dict) -> dict:
+    """The figures of one case (pure): see the module docstring."""
+    def warm(times):
+        return statistics.median(times[1:]) if len(times) > 1 else times[0]
+
+    f_timed = warm(fast["train"])  # the timed batches only: what the first epoch paid on top is compiling
+    e_epoch, f_epoch = warm(exact["train"]) * exact["scale"], f_timed * fast["scale"]
+    e_eval, f_eval = warm(exact["eval"]), warm(fast["eval"])
+    compile_once = max(0.0, fast["train"][0] - f_timed) + max(0.0, fast["eval"][0] - f_eval)
+    gain = e_epoch + e_eval - f_epoch - f_eval
+    return {"exact_epoch": e_epoch, "fast_epoch": f_epoch, "epoch_speedup": e_epoch / f_epoch,
+            "exact_eval": e_eval, "fast_eval": f_eval, "eval_speedup": e_eval / f_eval,
+            "compile": compile_once, "repaid_after": compile_once / gain if gain > 0 else float("inf")}
+
+
+def _epochs(value: float) -> str:
+    return "never" if value == float("inf") else f"{value:.1f}"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", nargs="+", default=CASES, metavar="MODEL:DATASET")
+    parser.add_argument("--epochs", type=int, default=3, help="epochs per process: 1 cold, the rest warm (default 3)")
+    parser.add_argument("--max-batches", type=int, default=None, help="time only the first N batches of an epoch")
+    parser.add_argument("--data-path", type=Path, default=REPO.parent / "shared" / "datasets")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--one", choices=["exact", "fast"], help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    if args.one:
+        model, dataset = args.cases[0].split(":")
+        data_path = str(args.data_path) if dataset != "ml-100k" else None
+        with tempfile.TemporaryDirectory() as tmp:
+            print(json.dumps(one_run(args.one == "fast", model, dataset, args.epochs, args.max_batches, data_path,
+                                     Path(tmp))))
+        return 0
+    print("| model | dataset | batches (timed) | exact epoch s | fast epoch s | speed-up | exact eval s | fast eval s "
+          "| speed-up | compile s | repaid after epochs | fast plan |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for case in args.cases:
+        exact, fast = measure(False, case, args), measure(True, case, args)
+        s = summary(exact, fast)
+        model, dataset = case.split(":")
+        print(f"| {model} | {dataset} | {exact['batches']} ({exact['timed_batches']}) | {s['exact_epoch']:.2f} | "
+              f"{s['fast_epoch']:.2f} | {s['epoch_speedup']:.2f}x | {s['exact_eval']:.2f} | {s['fast_eval']:.2f} | "
+              f"{s['eval_speedup']:.2f}x | {s['compile']:.1f} | {_epochs(s['repaid_after'])} | {fast['plan']} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

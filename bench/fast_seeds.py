@@ -1,0 +1,83 @@
+"""Does fast mode reach the numbers exact mode reaches? Test metrics over seeds, exact against fast.
+
+    python bench/fast_seeds.py [--seeds 2020 2021 2022] [--threads N] [MODEL ...]
+
+For each model (default: SASRec, GRU4Rec, BERT4Rec, BPR, LightGCN and the context-aware DeepFM)
+at the moderate sizes below on ml-100k, one full run per seed (validation, early stopping, the
+test with the best weights) through `run_experiment`, exact and with `fast: true`. Prints, per
+model, the test value of its `valid_metric` (the metric runs are selected on) over the seeds:
+exact mean, std and range; fast mean, std and range; and whether the fast mean lies within the
+exact seeds' range. A model whose fast mean lies outside it is a candidate for
+recrunner.training.fast.LIMITS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+SEQ = {"MAX_ITEM_LIST_LENGTH": 20, "train_neg_sample_args": None, "epochs": 10, "stopping_step": 3}
+PARAMS = {
+    "SASRec": {**SEQ, "hidden_size": 32, "inner_size": 64, "n_layers": 1, "n_heads": 1},
+    "GRU4Rec": {**SEQ, "embedding_size": 32, "hidden_size": 32},
+    "BERT4Rec": {**SEQ, "hidden_size": 32, "inner_size": 64, "n_layers": 1, "n_heads": 1, "train_neg_sample_args": None},
+    "BPR": {"epochs": 20, "stopping_step": 3},
+    "LightGCN": {"epochs": 10, "stopping_step": 3},
+    "DeepFM": {"epochs": 5, "stopping_step": 2},
+}
+
+
+def run(model: str, seed: int, fast: bool, workspace) -> tuple[str, float]:
+    from recrunner import Experiment, run_experiment
+
+    params = {**PARAMS[model], "seed": seed, **({"fast": True} if fast else {})}
+    result = run_experiment(Experiment(model, "ml-100k", params), workspace, console=False)
+    if result.status != "ok":
+        raise SystemExit(f"{model} seed {seed} fast={fast}: {result.error}")
+    record = json.loads((result.run_dir / "metrics.json").read_text())
+    metric = record["valid_metric"]
+    return metric, record["test"][metric]
+
+
+def spread(values: list[float]) -> str:
+    std = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.mean(values):.4f} ± {std:.4f} [{min(values):.4f}, {max(values):.4f}]"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="*", default=list(PARAMS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[2020, 2021, 2022])
+    parser.add_argument("--threads", type=int, default=None)
+    args = parser.parse_args(argv)
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    from recrunner import Workspace
+
+    root = Path(tempfile.mkdtemp(prefix="fast-seeds-"))
+    (root / "datasets").mkdir()
+    workspace = Workspace(root / "runs", root / "datasets", REPO / "configs")
+    print("| model | test metric | exact: mean ± std [min, max] | fast: mean ± std [min, max] | fast mean within exact range |")
+    print("|---|---|---|---|---|")
+    for model in args.models:
+        exact, fast = [], []
+        for seed in args.seeds:
+            metric, value = run(model, seed, False, workspace)
+            exact.append(value)
+            fast.append(run(model, seed, True, workspace)[1])
+        inside = min(exact) <= statistics.mean(fast) <= max(exact)
+        print(f"| {model} | {metric} | {spread(exact)} | {spread(fast)} | {'yes' if inside else 'NO'} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

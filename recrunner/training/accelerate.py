@@ -1,0 +1,147 @@
+"""Fast mode carried out: the model's methods wrapped, fp16's gradient scaler, the trainer set up.
+
+What to do is decided in recrunner.training.fast (`FastPlan`); this module does it. `go_fast(trainer)`
+is the trainer's one call: it wraps the model (instance attributes, so state_dict keys and
+checkpoints are unchanged), turns RecBole's own `enable_amp`/`enable_scaler` off (fast mode's
+autocast covers evaluation too, and its scaler persists across epochs and in last.pth), and
+logs the plan in one line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+import torch
+
+from .fast import METHODS, FastPlan, plan_for
+
+logger = logging.getLogger("recrunner")
+
+
+def go_fast(trainer) -> FastPlan | None:
+    """Apply the run's fast plan to `trainer` (before gradient accumulation wraps its optimizer)."""
+    plan = plan_for(trainer.config, trainer.config["model"], single_pass=trainer.single_pass)
+    if plan is None:
+        return None
+    trainer.logger.info(plan.describe())
+    if plan.dtype is None and not plan.compile:
+        return plan
+    accelerate(trainer.model, plan)
+    trainer.enable_amp = trainer.enable_scaler = False
+    if plan.scaler:
+        trainer.grad_scaler = torch.amp.GradScaler(trainer.device.type)
+        trainer.model.calculate_loss = scaled_loss(trainer.model.calculate_loss, trainer.grad_scaler)
+        trainer.optimizer = ScaledOptimizer(trainer.optimizer, trainer.grad_scaler, trainer.clip_grad_norm)
+        trainer.clip_grad_norm = None
+    return plan
+
+
+class FastMethod:
+    """One model method in the plan's precision, compiled when the plan says so.
+
+    A compiler failure (an exception from torch._dynamo or torch._inductor) switches the
+    method to eager in the same precision, once, with a log line; any other exception is the
+    model's own and passes through (RecBole relies on NotImplementedError from full_sort_predict).
+    """
+
+    def __init__(self, method, plan: FastPlan, *, scoring: bool):
+        self.method, self.plan, self.scoring = method, plan, scoring
+        self.name = getattr(method, "__name__", "method")
+        self.compiled = torch.compile(method, dynamic=True) if plan.compile else None
+
+    def __call__(self, *args, **kwargs):
+        with self._precision(args):
+            if self.compiled is not None:
+                try:
+                    result = self.compiled(*args, **kwargs)
+                except Exception as exc:
+                    if not _is_compiler_error(exc):
+                        raise
+                    logger.warning(f"fast mode: {self.name} runs eagerly, the compiler failed: "
+                                   f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
+                    self.compiled = None
+                    result = self.method(*args, **kwargs)
+            else:
+                result = self.method(*args, **kwargs)
+        if self.scoring and isinstance(result, torch.Tensor) and result.is_floating_point():
+            return result.float()
+        return result
+
+    def _precision(self, args):
+        if self.plan.dtype is None:
+            return contextlib.nullcontext()
+        device = _device_of(args)
+        return torch.autocast(device_type=device, dtype=self.plan.dtype)
+
+
+def accelerate(model: torch.nn.Module, plan: FastPlan) -> list[str]:
+    """Wrap the model's loss and scoring methods (instance attributes; see the module docstring);
+    the names of the methods wrapped."""
+    if plan.dtype is None and not plan.compile:
+        return []
+    wrapped = []
+    for name in METHODS:
+        method = getattr(model, name, None)
+        if method is None or isinstance(method, FastMethod):
+            continue
+        setattr(model, name, FastMethod(method, plan, scoring=name != "calculate_loss"))
+        wrapped.append(name)
+    return wrapped
+
+
+class ScaledOptimizer:
+    """An optimizer stepped through a GradScaler (fp16): unscale, clip, step, update.
+
+    The loss is scaled by `scaled_loss` (FastTrainer wraps calculate_loss with it) in a way
+    that leaves its reported value unscaled; RecBole's own per-epoch scaler stays disabled.
+    """
+
+    def __init__(self, optimizer, scaler, clip_grad_norm: dict | None = None):
+        self.optimizer, self.scaler, self.clip_grad_norm = optimizer, scaler, clip_grad_norm
+
+    def step(self, closure=None):
+        if self.clip_grad_norm:
+            self.scaler.unscale_(self.optimizer)
+            params = [p for group in self.optimizer.param_groups for p in group["params"] if p.grad is not None]
+            torch.nn.utils.clip_grad_norm_(params, **self.clip_grad_norm)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+
+    def __getattr__(self, name):
+        return getattr(self.optimizer, name)
+
+
+def scaled_loss(loss_method, scaler):
+    """`loss_method` whose losses backpropagate scaled by `scaler` while their values stay unscaled."""
+
+    def scaled(*args, **kwargs):
+        losses = loss_method(*args, **kwargs)
+        if isinstance(losses, tuple):
+            return tuple(_scaled(loss, scaler) for loss in losses)
+        return _scaled(losses, scaler)
+
+    scaled.__name__ = getattr(loss_method, "__name__", "calculate_loss")
+    return scaled
+
+
+def _scaled(loss, scaler):
+    big = scaler.scale(loss)
+    return loss.detach() + (big - big.detach())  # the value of loss, the gradient of scale * loss
+
+
+def _device_of(args) -> str:
+    for arg in args:
+        if isinstance(arg, torch.Tensor):
+            return arg.device.type
+        interaction = getattr(arg, "interaction", None)
+        if isinstance(interaction, dict):
+            for value in interaction.values():
+                if isinstance(value, torch.Tensor):
+                    return value.device.type
+    return "cpu"
+
+
+def _is_compiler_error(exc: BaseException) -> bool:
+    module = type(exc).__module__ or ""
+    return module.startswith(("torch._dynamo", "torch._inductor", "torch.fx"))

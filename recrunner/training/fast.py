@@ -1,0 +1,151 @@
+"""Fast mode (`--fast`, `fast: true`): the model's loss and scoring compiled and in reduced precision.
+
+Exact mode (the default) leaves RecBole's numbers bit-identical; fast mode trades that for speed
+and says what it changed. What it does, and the one place each decision is made:
+
+| decision                     | where                | rule                                                    |
+|------------------------------|----------------------|---------------------------------------------------------|
+| precision and compile        | `choose` (pure)      | `fast_precision: auto`: bf16 on a CPU with native bf16   |
+|                              |                      | (avx512_bf16 / amx_bf16), else fp32; on CUDA bf16 where  |
+|                              |                      | the GPU has it, else fp16 with a gradient scaler.        |
+|                              |                      | `fast_compile: auto`: compile wherever fast mode is on   |
+| which models                 | `LIMITS`             | measured by bench/fast_matrix.py; a model listed there   |
+|                              |                      | runs as the table says, with one log line saying why     |
+| what is accelerated          | `accelerate`         | `calculate_loss` (training), `predict` and               |
+|                              |                      | `full_sort_predict` (validation and test), wrapped as    |
+|                              |                      | instance attributes: state_dict keys are unchanged       |
+| scores                       | `FastMethod`         | returned as fp32: metrics are computed in fp32           |
+| fp16 gradients               | `ScaledOptimizer`    | torch's GradScaler; its state is saved in last.pth       |
+
+Compiling: with dynamic shapes, one graph for every batch size (RecBole's last batch, evaluation
+batches of any size), so which code runs a batch never depends on what ran before: a resumed
+fast run computes what the uninterrupted one did. A function the compiler cannot handle runs
+eagerly in the chosen precision (one log line).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from ..config.checks import FAST_PRECISIONS as PRECISIONS
+from ..config.params import setting
+from ..core.errors import ConfigError
+
+_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+# Models whose fast mode is limited, from bench/fast_matrix.py (docs/fast.md):
+# model -> (what runs: "eager" = the chosen precision, not compiled; "fp32" = compiled in fp32;
+# "exact" = no fast mode; why).
+_SPARSE_BF16 = "its sparse matrix products refuse bf16"
+_SCATTER_BF16 = "its scatter mixes bf16 and fp32 tensors"
+LIMITS: dict[str, tuple[str, str]] = {
+    "GRU4Rec": ("exact", "its GRU is one fused kernel already; bf16 and compiling made an epoch 0.80x as fast"),
+    "BPR": ("exact", "its epoch is RecBole's data loader; bf16 and compiling made an epoch 0.85x as fast"),
+    **{model: ("fp32", _SPARSE_BF16) for model in ("DGCF", "GCMC", "KGIN", "LightGCN", "MCCLK", "NCL", "NGCF",
+                                                    "SpectralCF")},
+    **{model: ("fp32", _SCATTER_BF16) for model in ("GRU4RecCPR", "RepeatNet")},
+}
+
+METHODS = ("calculate_loss", "predict", "full_sort_predict")  # what fast mode accelerates
+
+
+@dataclass(frozen=True)
+class FastPlan:
+    """What a fast run does; stored in last.pth and metrics.json (`as_dict`)."""
+
+    precision: str = "fp32"   # bf16 | fp16 | fp32: the autocast dtype of loss and scoring
+    compile: bool = False     # torch.compile the accelerated methods
+    scaler: bool = False      # fp16: a gradient scaler
+    reason: str = ""          # why this plan (device, model limits), one line
+
+    @property
+    def dtype(self):
+        return _DTYPES.get(self.precision)
+
+    def describe(self) -> str:
+        parts = [self.precision] + (["compiled"] if self.compile else ["eager"]) + (["grad scaler"] if self.scaler else [])
+        return f"fast mode: {', '.join(parts)} ({self.reason})"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def choose(*, precision: str = "auto", compile="auto", device_type: str = "cpu", native_bf16: bool = False,
+           model: str = "", single_pass: bool = False) -> FastPlan | None:
+    """The fast plan for one run (pure); None: the run is exact (with the reason logged by the caller).
+
+    `native_bf16`: the device computes bf16 natively (a CPU's avx512_bf16/amx_bf16; a GPU's
+    `torch.cuda.is_bf16_supported()`).
+    """
+    if precision not in PRECISIONS:
+        raise ConfigError(f"fast_precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if compile not in ("auto", True, False):
+        raise ConfigError(f"fast_compile must be auto, true or false, got {compile!r}")
+    if single_pass:
+        return FastPlan(reason=f"{model} is fitted in one pass without a training loop: nothing to accelerate")
+    limit, why = LIMITS.get(model, (None, ""))
+    if limit == "exact":
+        return FastPlan(reason=f"{model} runs exactly: {why}")
+    reasons = []
+    if limit == "fp32":
+        precision = "fp32"
+        reasons.append(f"fp32: {why}")
+    elif precision == "auto":
+        if device_type == "cuda":
+            precision = "bf16" if native_bf16 else "fp16"
+            reasons.append("the GPU " + ("has bf16" if native_bf16 else "has no bf16: fp16 with a gradient scaler"))
+        else:
+            precision = "bf16" if native_bf16 else "fp32"
+            reasons.append("this CPU " + ("has native bf16" if native_bf16 else "has no native bf16"))
+    else:
+        reasons.append(f"fast_precision {precision}")
+    compiled = compile is not False and limit != "eager"
+    if limit == "eager" and compile is not False:
+        reasons.append(f"not compiled: {why}")
+    return FastPlan(precision, compiled, scaler=precision == "fp16" and device_type == "cuda", reason="; ".join(reasons))
+
+
+def plan_for(config, model_name: str, single_pass: bool = False) -> FastPlan | None:
+    """The plan of a run's config (None: `fast` is off): `choose` with what the device has."""
+    if not setting(config, "fast"):
+        return None
+    device = torch.device(config["device"]) if config["device"] is not None else torch.device("cpu")
+    native = torch.cuda.is_bf16_supported() if device.type == "cuda" else cpu_has_native_bf16()
+    return choose(precision=setting(config, "fast_precision"), compile=setting(config, "fast_compile"),
+                  device_type=device.type, native_bf16=native, model=model_name, single_pass=single_pass)
+
+
+def cpu_has_native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether this CPU has bf16 instructions (avx512_bf16 or amx_bf16; Linux's cpuinfo flags)."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return False
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def share_compile_cache(folder: Path) -> None:
+    """Let every run under one output folder share the compiler's cache (unless the user set one)."""
+    if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+        folder.mkdir(parents=True, exist_ok=True)
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
+
+
+def same_plan_key(plan: dict | None) -> tuple | None:
+    """What must match for a fast run to resume another's checkpoint (pure): precision, compile, scaler."""
+    if not plan or (plan.get("precision") == "fp32" and not plan.get("compile")):
+        return None  # fast mode that changes nothing is exact
+    return plan.get("precision"), bool(plan.get("compile")), bool(plan.get("scaler"))
+
+
+def plan_text(key: tuple | None) -> str:
+    """`same_plan_key`'s value in words (pure)."""
+    if key is None:
+        return "exactly (no fast mode)"
+    precision, compiled, scaler = key
+    return f"in fast mode ({precision}, {'compiled' if compiled else 'eager'}{', grad scaler' if scaler else ''})"

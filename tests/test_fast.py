@@ -1,0 +1,192 @@
+"""Fast mode (recrunner.training.fast, .accelerate): the plan, the wrapped methods, the scaler, a
+compiled run that is killed and resumes to the uninterrupted run's numbers."""
+
+import json
+
+import pytest
+import torch
+
+from recrunner import ConfigError, Experiment, Workspace, run_experiment
+from recrunner.training import fast
+from recrunner.training.accelerate import FastMethod, ScaledOptimizer, accelerate, scaled_loss
+from recrunner.training.fast import FastPlan, choose, cpu_has_native_bf16, plan_text, same_plan_key
+
+from .conftest import TINY_BPR, TINY_SASREC
+from .test_resume import _killed_run
+
+
+# ------------------------------------------------------------------ the plan (pure)
+@pytest.mark.parametrize("device, native, precision, scaler", [
+    ("cpu", True, "bf16", False),    # a CPU with avx512_bf16
+    ("cpu", False, "fp32", False),   # without: fp32, compiled only
+    ("cuda", True, "bf16", False),   # Ampere and later
+    ("cuda", False, "fp16", True),   # older GPUs: fp16 with a gradient scaler
+])
+def test_auto_precision_follows_the_device(device, native, precision, scaler):
+    plan = choose(device_type=device, native_bf16=native, model="SASRec")
+    assert (plan.precision, plan.compile, plan.scaler) == (precision, True, scaler)
+    assert plan.reason
+
+
+def test_explicit_settings_win_and_bad_ones_are_refused():
+    plan = choose(precision="fp16", compile=False, device_type="cpu", native_bf16=True, model="BPR")
+    assert (plan.precision, plan.compile, plan.scaler) == ("fp16", False, False)  # CPU fp16: no scaler
+    assert choose(precision="bf16", device_type="cpu", native_bf16=False).precision == "bf16"
+    with pytest.raises(ConfigError, match="fast_precision"):
+        choose(precision="fp64")
+    with pytest.raises(ConfigError, match="fast_compile"):
+        choose(compile="yes")
+
+
+def test_models_that_cannot_gain_run_exactly_or_eagerly_and_say_why(monkeypatch):
+    one_pass = choose(native_bf16=True, model="Pop", single_pass=True)
+    assert (one_pass.precision, one_pass.compile) == ("fp32", False) and "one pass" in one_pass.reason
+    monkeypatch.setitem(fast.LIMITS, "Odd", ("exact", "its loss overflows in bf16"))
+    monkeypatch.setitem(fast.LIMITS, "Graphy", ("eager", "the compiler cannot trace its sparse ops"))
+    monkeypatch.setitem(fast.LIMITS, "Mixed", ("fp32", "its sparse products refuse bf16"))
+    odd = choose(native_bf16=True, model="Odd")
+    assert (odd.precision, odd.compile) == ("fp32", False) and "overflows" in odd.reason
+    graphy = choose(native_bf16=True, model="Graphy")
+    assert (graphy.precision, graphy.compile) == ("bf16", False) and "sparse ops" in graphy.reason
+    mixed = choose(native_bf16=True, model="Mixed")
+    assert (mixed.precision, mixed.compile) == ("fp32", True) and "refuse bf16" in mixed.reason
+
+
+def test_plans_that_change_nothing_count_as_exact_for_resuming():
+    assert same_plan_key(None) is None
+    assert same_plan_key(FastPlan().as_dict()) is None
+    assert same_plan_key(FastPlan("bf16", True).as_dict()) == ("bf16", True, False)
+    assert plan_text(None) == "exactly (no fast mode)"
+    assert plan_text(("fp16", True, True)) == "in fast mode (fp16, compiled, grad scaler)"
+
+
+def test_native_bf16_is_read_from_the_cpu_flags(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor : 0\nflags : fpu sse avx2 avx512f avx512_bf16\n")
+    assert cpu_has_native_bf16(cpuinfo)
+    cpuinfo.write_text("processor : 0\nflags : fpu sse avx2\n")
+    assert not cpu_has_native_bf16(cpuinfo)
+    assert not cpu_has_native_bf16(tmp_path / "missing")
+
+
+def test_fast_settings_are_checked_before_a_run(workspace):
+    with pytest.raises(ConfigError, match="fast_precision 'fp64'"):
+        run_experiment(Experiment("BPR", "ml-100k", {**TINY_BPR, "fast": True, "fast_precision": "fp64"}),
+                       workspace, console=False)
+    with pytest.raises(ConfigError, match="fast expects true or false"):
+        run_experiment(Experiment("BPR", "ml-100k", {**TINY_BPR, "fast": "yes"}), workspace, console=False)
+
+
+# ------------------------------------------------------------------ the wrapped methods
+class _Scorer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+
+    def calculate_loss(self, x):
+        return self.linear(x).pow(2).mean()
+
+    def predict(self, x):
+        return self.linear(x)
+
+    def full_sort_predict(self, x):
+        raise NotImplementedError  # RecBole then scores with predict
+
+
+def test_accelerated_methods_keep_the_weights_names_and_score_in_fp32():
+    model = _Scorer()
+    keys = list(model.state_dict())
+    assert accelerate(model, FastPlan("bf16", compile=False)) == ["calculate_loss", "predict", "full_sort_predict"]
+    assert list(model.state_dict()) == keys  # no _orig_mod.: checkpoints keep their format
+    x = torch.randn(5, 4)
+    with torch.no_grad():
+        scores = model.predict(x)
+    assert scores.dtype == torch.float32
+    assert not torch.equal(scores, model.linear(x))  # computed in bf16, returned as fp32
+    with pytest.raises(NotImplementedError):
+        model.full_sort_predict(x)
+    assert accelerate(model, FastPlan("bf16")) == []  # once only
+
+
+def test_a_compiler_failure_falls_back_to_eager_with_one_line(caplog):
+    from torch._dynamo.exc import BackendCompilerFailed
+
+    model = _Scorer()
+    method = FastMethod(model.predict, FastPlan("fp32", compile=True), scoring=True)
+
+    def failing(*args):
+        raise BackendCompilerFailed("inductor", RuntimeError("no kernel for this op"), None)
+
+    method.compiled = failing
+    x = torch.randn(2, 4)
+    with caplog.at_level("WARNING", logger="recrunner"), torch.no_grad():
+        assert torch.equal(method(x), model.linear(x))
+    assert "predict runs eagerly" in caplog.text and method.compiled is None
+
+
+def test_the_gradient_scaler_scales_gradients_not_the_reported_loss():
+    """fp16's path (CUDA in practice), run with the CPU's GradScaler: the same update as unscaled."""
+    torch.manual_seed(0)
+    plain, scaled = _Scorer(), _Scorer()
+    scaled.load_state_dict(plain.state_dict())
+    x = torch.randn(8, 4)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    optimizer = ScaledOptimizer(torch.optim.SGD(scaled.parameters(), lr=0.1), scaler, {"max_norm": 0.5})
+    reference = torch.optim.SGD(plain.parameters(), lr=0.1)
+    loss_of = scaled_loss(scaled.calculate_loss, scaler)
+    for _ in range(3):
+        optimizer.zero_grad()
+        loss = loss_of(x)
+        assert loss.item() == pytest.approx(scaled.calculate_loss(x).item())  # unscaled value
+        loss.backward()
+        assert scaled.linear.weight.grad.abs().sum() > 100 * 0.01  # gradients carry the scale
+        optimizer.step()
+        reference.zero_grad()
+        plain.calculate_loss(x).backward()
+        torch.nn.utils.clip_grad_norm_(plain.parameters(), max_norm=0.5)
+        reference.step()
+    assert torch.allclose(scaled.linear.weight, plain.linear.weight, atol=1e-6)
+    state = scaler.state_dict()
+    assert state["scale"] == 1024.0 and json.dumps(state)  # plain numbers: last.pth opens with weights_only
+
+
+# ------------------------------------------------------------------ a compiled run, killed and resumed
+def test_a_killed_fast_run_resumes_to_the_uninterrupted_fast_result(workspace, tmp_path, monkeypatch):
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)  # the first run sets it: one cache per output folder
+    params = {**TINY_SASREC, "epochs": 3, "fast": True}
+    reference = run_experiment(Experiment("SASRec", "ml-100k", params), workspace, console=False)
+    assert reference.status == "ok"
+    record = json.loads((reference.run_dir / "metrics.json").read_text())
+    plan = record["provenance"]["fast"]
+    assert plan["compile"] is True and plan["precision"] in ("bf16", "fp32")
+    state = torch.load(reference.run_dir / "checkpoints" / "last.pth", weights_only=True)
+    assert state["fast"]["plan"] == plan
+    assert not any(key.startswith("_orig_mod") for key in state["state_dict"])
+    assert "fast=true" in reference.run_dir.name  # part of the run's identity
+    assert (workspace.output_dir / ".cache" / "compile").is_dir()
+
+    killed = Workspace(tmp_path / "killed-runs", workspace.data_path, workspace.config_dir)
+    _killed_run(killed, "SASRec", params, 1, "after-epoch")
+    resumed = run_experiment(Experiment("SASRec", "ml-100k", params), killed, console=False)
+    assert resumed.status == "ok" and "continuing at epoch 2" in (resumed.run_dir / "run.log").read_text()
+    assert (resumed.best_epoch, resumed.best_valid, resumed.test) == \
+        (reference.best_epoch, reference.best_valid, reference.test)
+
+    # an exact run never continues from the fast run's checkpoint
+    exact = run_experiment(Experiment("SASRec", "ml-100k", {**params, "fast": False}), killed, console=False,
+                           resume_from=resumed.run_dir / "checkpoints" / "last.pth")
+    assert exact.status == "failed" and "was trained in fast mode (" in exact.error
+
+
+def test_fast_mode_composes_with_accumulation_the_lr_schedule_and_the_guard(workspace):
+    """bf16 without compiling (quick): every step of the loop still acts."""
+    params = {**TINY_BPR, "epochs": 3, "fast": True, "fast_precision": "bf16", "fast_compile": False,
+              "gradient_accumulation_steps": 2, "lr_scheduler": "cosine", "clip_grad_norm": {"max_norm": 1.0}}
+    result = run_experiment(Experiment("BPR", "ml-100k", params), workspace, console=False)
+    assert result.status == "ok" and result.test
+    record = json.loads((result.run_dir / "metrics.json").read_text())
+    assert record["provenance"]["fast"]["precision"] == "bf16" and not record["provenance"]["fast"]["compile"]
+    log = (result.run_dir / "run.log").read_text()
+    assert "fast mode: bf16, eager (fast_precision bf16)" in log
+    exact = run_experiment(Experiment("BPR", "ml-100k", {**params, "fast": False}), workspace, console=False)
+    assert exact.test != result.test  # bf16 changes the numbers: fast mode is not exact mode
