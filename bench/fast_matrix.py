@@ -66,19 +66,23 @@ def one(model: str, workspace, fast: bool):
     return result, error, time.perf_counter() - started, caught.lines
 
 
-def verdict(exact_error, fast_error, lines: list[str]) -> tuple[str, str]:
-    """(verdict, note) from the two runs' errors and the fast run's fast-mode log lines (pure)."""
+def verdict(exact_error, fast_error, lines: list[str]) -> tuple[str, str, str]:
+    """(verdict, plan, note) from the two runs' errors and the fast run's fast-mode log lines (pure)."""
     if exact_error and fast_error:
-        return "both fail", exact_error
+        return "both fail", "", exact_error
     if fast_error:
-        return "fails", fast_error
-    plan = next((line for line in lines if line.startswith("fast mode: ") and "(" in line), "")
+        return "fails", "", fast_error
+    line = next((line for line in lines if line.startswith("fast mode: ") and "(" in line), "")
+    plan, _, reason = line.removeprefix("fast mode: ").partition(" (")
+    reason = reason.removesuffix(")")
     fallbacks = [line for line in lines if "runs eagerly" in line]
     if fallbacks:
-        return "eager", "; ".join(fallbacks)
-    if "compiled" in plan:
-        return "compiled", ""
-    return "exact", plan.partition("(")[2].rstrip(")")
+        return "eager", plan.replace("compiled", "eager"), "; ".join(fallbacks)
+    if plan.endswith("compiled"):
+        return "compiled", plan, reason if ";" in reason or reason.startswith("fp32") else ""
+    if plan == "fp32, eager" or not plan:
+        return "exact", "exact", reason or "not trained by a torch loop"
+    return "eager", plan, reason
 
 
 def largest_difference(exact: dict, fast: dict) -> float | None:
@@ -110,13 +114,14 @@ def main(argv=None) -> int:
     for model in args.models or available_models():
         exact, exact_error, exact_seconds, _ = one(model, workspace, fast=False)
         fast, fast_error, fast_seconds, lines = one(model, workspace, fast=True)
-        kind, note = verdict(exact_error, fast_error, lines)
+        kind, plan, note = verdict(exact_error, fast_error, lines)
         counts[kind] += 1
         diff = largest_difference(exact.test, fast.test) if exact and fast and not (exact_error or fast_error) else None
         shown = "" if diff is None else f"{diff:.3f}"
-        rows.append(f"| {model} | {kind} | {shown} | {exact_seconds:.1f} | {fast_seconds:.1f} | {note[:160]} |")
+        rows.append(f"| {model} | {kind} | {plan} | {shown} | {exact_seconds:.1f} | {fast_seconds:.1f} | {note[:160]} |")
         print(rows[-1], flush=True)
-    table = ["| model | fast mode | largest test difference | exact s | fast s | note |", "|---|---|---|---|---|---|", *rows]
+    table = ["| model | fast mode | plan | largest test difference | exact s | fast s | note |",
+             "|---|---|---|---|---|---|---|", *rows]
     summary = ", ".join(f"{counts[v]} {v}" for v in VERDICTS)
     text = "\n".join(table) + f"\n\n{sum(counts.values())} models: {summary}\n"
     print(summary)

@@ -46,8 +46,10 @@ LIMITS: dict[str, tuple[str, str]] = {
     "GRU4Rec": ("exact", "its GRU is one fused kernel already; bf16 and compiling made an epoch 0.80x as fast"),
     "BPR": ("exact", "its epoch is RecBole's data loader; bf16 and compiling made an epoch 0.85x as fast"),
     **{model: ("fp32", _SPARSE_BF16) for model in ("DGCF", "GCMC", "KGIN", "LightGCN", "MCCLK", "NCL", "NGCF",
-                                                    "SpectralCF")},
-    **{model: ("fp32", _SCATTER_BF16) for model in ("GRU4RecCPR", "RepeatNet")},
+                                                    "SGL", "SpectralCF")},
+    "S3Rec": ("eager", "its pre-training loss loops over the batch in Python, which the compiler unrolls (stopped "
+                       "after 14 minutes of compiling)"),
+    **{model: ("fp32", _SCATTER_BF16) for model in ("GRU4RecCPR", "RepeatNet", "SASRecCPR")},
 }
 
 METHODS = ("calculate_loss", "predict", "full_sort_predict")  # what fast mode accelerates
