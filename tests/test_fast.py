@@ -2,6 +2,7 @@
 compiled run that is killed and resumes to the uninterrupted run's numbers."""
 
 import json
+import os
 
 import pytest
 import torch
@@ -192,3 +193,14 @@ def test_fast_mode_composes_with_accumulation_the_lr_schedule_and_the_guard(work
     assert "fast mode: bf16, eager (fast_precision bf16)" in log
     exact = run_experiment(Experiment("SASRec", "ml-100k", {**params, "fast": False}), workspace, console=False)
     assert exact.test != result.test  # bf16 changes the numbers: fast mode is not exact mode
+
+
+def test_the_compile_cache_is_the_output_folders_unless_the_user_chose_one(tmp_path, monkeypatch):
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", default_cache_dir())  # what torch sets when it imports dynamo
+    fast.share_compile_cache(tmp_path / "runs" / ".cache" / "compile")
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "runs" / ".cache" / "compile")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
+    fast.share_compile_cache(tmp_path / "other")
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "mine")

@@ -132,10 +132,23 @@ def cpu_has_native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
 
 
 def share_compile_cache(folder: Path) -> None:
-    """Let every run under one output folder share the compiler's cache (unless the user set one)."""
-    if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+    """Let every run under one output folder share the compiler's cache, unless the user chose one.
+
+    torch sets TORCHINDUCTOR_CACHE_DIR to its default (a folder in /tmp) as soon as it imports its
+    compiler, so a value equal to that default is not the user's choice.
+    """
+    current = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if current is None or current == _torch_default_cache_dir():
         folder.mkdir(parents=True, exist_ok=True)
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
+
+
+def _torch_default_cache_dir() -> str | None:
+    try:
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    except ImportError:  # another torch: only an unset variable is replaced
+        return None
+    return os.path.abspath(default_cache_dir())
 
 
 def same_plan_key(plan: dict | None) -> tuple | None:
