@@ -1,13 +1,13 @@
 """Does fast mode reach the numbers exact mode reaches? Test metrics over seeds, exact against fast.
 
-    python bench/fast_seeds.py [--seeds 2020 2021 2022] [--threads N] [MODEL ...]
+    python bench/fast_seeds.py [--seeds 2020 2021 2022] [--threads N] [--only exact|fast] [--precision bf16] [MODEL ...]
 
 For each model (default: SASRec, GRU4Rec, BERT4Rec, BPR, LightGCN and the context-aware DeepFM)
 at the moderate sizes below on ml-100k, one full run per seed (validation, early stopping, the
 test with the best weights) through `run_experiment`, exact and with `fast: true`. Prints, per
 model, the test value of its `valid_metric` (the metric runs are selected on) over the seeds:
-exact mean, std and range; fast mean, std and range; and whether the fast mean lies within the
-exact seeds' range. A model whose fast mean lies outside it is a candidate for
+exact mean, std and range; fast mean, std and range; whether the fast mean lies within the
+exact seeds' range; and Welch's t-test p-value for the two means (scipy). A model whose fast mean lies outside it is a candidate for
 recrunner.training.fast.LIMITS.
 """
 
@@ -34,10 +34,12 @@ PARAMS = {
 }
 
 
-def run(model: str, seed: int, fast: bool, workspace) -> tuple[str, float]:
+def run(model: str, seed: int, fast: bool, workspace, precision: str | None = None) -> tuple[str, float]:
     from recrunner import Experiment, run_experiment
 
     params = {**PARAMS[model], "seed": seed, **({"fast": True} if fast else {})}
+    if fast and precision:
+        params["fast_precision"] = precision
     result = run_experiment(Experiment(model, "ml-100k", params), workspace, console=False)
     if result.status != "ok":
         raise SystemExit(f"{model} seed {seed} fast={fast}: {result.error}")
@@ -51,11 +53,23 @@ def spread(values: list[float]) -> str:
     return f"{statistics.mean(values):.4f} ± {std:.4f} [{min(values):.4f}, {max(values):.4f}]"
 
 
+def welch_p(a: list[float], b: list[float]) -> float:
+    """Two-sided Welch t-test p-value: could the two modes' means be the same? (1.0 where both are constant)"""
+    from scipy.stats import ttest_ind
+
+    if statistics.pstdev(a) == statistics.pstdev(b) == 0:
+        return 1.0 if statistics.mean(a) == statistics.mean(b) else 0.0
+    return float(ttest_ind(a, b, equal_var=False).pvalue)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", default=list(PARAMS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[2020, 2021, 2022])
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--precision", default=None, help="fast_precision for the fast runs (default: auto)")
+    parser.add_argument("--only", choices=["exact", "fast"], default=None,
+                        help="run one mode only and print its column (e.g. fast mode's again after a change to it)")
     args = parser.parse_args(argv)
     import torch
 
@@ -66,16 +80,26 @@ def main(argv=None) -> int:
     root = Path(tempfile.mkdtemp(prefix="fast-seeds-"))
     (root / "datasets").mkdir()
     workspace = Workspace(root / "runs", root / "datasets", REPO / "configs")
-    print("| model | test metric | exact: mean ± std [min, max] | fast: mean ± std [min, max] | fast mean within exact range |")
-    print("|---|---|---|---|---|")
+    if args.only:
+        print(f"| model | test metric | {args.only}: mean ± std [min, max] | per seed |")
+        print("|---|---|---|---|")
+    else:
+        print("| model | test metric | exact: mean ± std [min, max] | fast: mean ± std [min, max] | fast mean within exact range | Welch p |")
+        print("|---|---|---|---|---|---|")
     for model in args.models:
-        exact, fast = [], []
+        values = {mode: [] for mode in ("exact", "fast") if args.only in (None, mode)}
         for seed in args.seeds:
-            metric, value = run(model, seed, False, workspace)
-            exact.append(value)
-            fast.append(run(model, seed, True, workspace)[1])
+            for mode, found in values.items():
+                metric, value = run(model, seed, mode == "fast", workspace, args.precision)
+                found.append(value)
+        if args.only:
+            found = values[args.only]
+            print(f"| {model} | {metric} | {spread(found)} | {', '.join(f'{v:.4f}' for v in found)} |", flush=True)
+            continue
+        exact, fast = values["exact"], values["fast"]
         inside = min(exact) <= statistics.mean(fast) <= max(exact)
-        print(f"| {model} | {metric} | {spread(exact)} | {spread(fast)} | {'yes' if inside else 'NO'} |", flush=True)
+        print(f"| {model} | {metric} | {spread(exact)} | {spread(fast)} | {'yes' if inside else 'NO'} | "
+              f"{welch_p(exact, fast):.2f} |", flush=True)
     return 0
 
 

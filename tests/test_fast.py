@@ -10,6 +10,7 @@ import torch
 from recrunner import ConfigError, Experiment, Workspace, run_experiment
 from recrunner.training import fast
 from recrunner.training.accelerate import FastMethod, ScaledOptimizer, accelerate, scaled_loss
+from recrunner.training.callbacks.history import read_history
 from recrunner.training.fast import FastPlan, choose, cpu_has_native_bf16, plan_text, same_plan_key
 
 from .conftest import TINY_BPR, TINY_SASREC
@@ -24,7 +25,7 @@ from .test_resume import _killed_run
     ("cuda", False, "fp16", True),   # older GPUs: fp16 with a gradient scaler
 ])
 def test_auto_precision_follows_the_device(device, native, precision, scaler):
-    plan = choose(device_type=device, native_bf16=native, model="SASRec")
+    plan = choose(device_type=device, native_bf16=native, model="Caser")
     assert (plan.precision, plan.compile, plan.scaler) == (precision, True, scaler)
     assert plan.reason
 
@@ -53,6 +54,12 @@ def test_models_that_cannot_gain_run_exactly_or_eagerly_and_say_why(monkeypatch)
     assert (graphy.precision, graphy.compile) == ("bf16", False) and "sparse ops" in graphy.reason
     mixed = choose(native_bf16=True, model="Mixed")
     assert (mixed.precision, mixed.compile) == ("fp32", True) and "refuse bf16" in mixed.reason
+    monkeypatch.setitem(fast.LIMITS, "Picky", ("quality", "bf16 lowered its MRR@10"))
+    picky = choose(native_bf16=True, model="Picky")  # fp32 unless asked: the user may trade quality for speed
+    assert (picky.precision, picky.compile) == ("fp32", True) and "lowered" in picky.reason
+    asked = choose(precision="bf16", native_bf16=True, model="Picky")
+    assert (asked.precision, asked.compile) == ("bf16", True) and "auto would be fp32" in asked.reason
+    assert choose(precision="bf16", native_bf16=True, model="Mixed").precision == "fp32"  # a must stays a must
 
 
 def test_plans_that_change_nothing_count_as_exact_for_resuming():
@@ -96,19 +103,43 @@ class _Scorer(torch.nn.Module):
         raise NotImplementedError  # RecBole then scores with predict
 
 
-def test_accelerated_methods_keep_the_weights_names_and_score_in_fp32():
+def test_accelerated_methods_keep_the_weights_names_train_in_bf16_and_score_in_fp32():
     model = _Scorer()
     keys = list(model.state_dict())
     assert accelerate(model, FastPlan("bf16", compile=False)) == ["calculate_loss", "predict", "full_sort_predict"]
     assert list(model.state_dict()) == keys  # no _orig_mod.: checkpoints keep their format
     x = torch.randn(5, 4)
     with torch.no_grad():
-        scores = model.predict(x)
+        scores, loss = model.predict(x), model.calculate_loss(x)
     assert scores.dtype == torch.float32
-    assert not torch.equal(scores, model.linear(x))  # computed in bf16, returned as fp32
+    assert torch.equal(scores, model.linear(x))  # scored in fp32: no ties made by rounding
+    assert loss.item() != model.linear(x).pow(2).mean().item()  # the loss in bf16
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert loss.item() == model.linear(x).pow(2).mean().item()
     with pytest.raises(NotImplementedError):
         model.full_sort_predict(x)
     assert accelerate(model, FastPlan("bf16")) == []  # once only
+
+
+class _Dropping(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+
+    def calculate_loss(self, x):
+        return torch.nn.functional.dropout(self.linear(x), p=0.5, training=True).sum(dim=1)
+
+
+def test_compiled_code_drops_out_what_eager_code_drops_out():
+    """Compiled in fp32, a run draws the same dropout masks as exact mode from the same seed."""
+    model = _Dropping()
+    x = torch.randn(64, 4)
+    torch.manual_seed(7)
+    eager = model.calculate_loss(x)
+    assert accelerate(model, FastPlan("fp32", compile=True)) == ["calculate_loss"]
+    torch.manual_seed(7)
+    compiled = model.calculate_loss(x)
+    assert torch.allclose(compiled, eager, atol=1e-6) and (eager == 0).any()
 
 
 def test_a_compiler_failure_falls_back_to_eager_with_one_line(caplog):
@@ -190,9 +221,10 @@ def test_fast_mode_composes_with_accumulation_the_lr_schedule_and_the_guard(work
     record = json.loads((result.run_dir / "metrics.json").read_text())
     assert record["provenance"]["fast"]["precision"] == "bf16" and not record["provenance"]["fast"]["compile"]
     log = (result.run_dir / "run.log").read_text()
-    assert "fast mode: bf16, eager (fast_precision bf16)" in log
+    assert "fast mode: bf16, eager (fast_precision bf16 (auto would be fp32:" in log  # SASRec: bf16 asked for
     exact = run_experiment(Experiment("SASRec", "ml-100k", {**params, "fast": False}), workspace, console=False)
-    assert exact.test != result.test  # bf16 changes the numbers: fast mode is not exact mode
+    losses = [[row["loss"] for row in read_history(run.run_dir / "history.jsonl")[1:]] for run in (exact, result)]
+    assert losses[0] != losses[1]  # trained in bf16: fast mode is not exact mode
 
 
 def test_the_compile_cache_is_the_output_folders_unless_the_user_chose_one(tmp_path, monkeypatch):

@@ -42,6 +42,7 @@ from ..core.errors import DataError, one_line
 from ..core.files import file_lock
 from .augmentation import WindowedColumns, build_split, from_recipe
 from ..seams.dataset import dataset_class_name, history_columns, reuse_built
+from ..seams.loaders import vectorise_loaders
 from . import entry
 from .compact import describe, rebuild
 
@@ -104,7 +105,9 @@ def _prepared(config, dataset):
     from recbole.data import data_preparation
 
     with _data_errors(config):
-        return data_preparation(config, dataset)
+        loaders = data_preparation(config, dataset)
+    vectorise_loaders(loaders)  # RecBole's batches and negatives, built as arrays (seams/loaders.py)
+    return loaders
 
 
 def _split(config, dataset):
