@@ -64,8 +64,6 @@ class FastMethod:
                     result = self.method(*args, **kwargs)
             else:
                 result = self.method(*args, **kwargs)
-        if self.scoring and isinstance(result, torch.Tensor) and result.is_floating_point():
-            return result.float()
         return result
 
     def _precision(self, args):
