@@ -1,10 +1,11 @@
 """Fast mode against exact mode: training and evaluation time per epoch, and the compile time paid once.
 
     python bench/bench_fast.py [--cases SASRec:ml-100k BPR:ml-1m ...] [--epochs 3] [--max-batches N]
-                               [--data-path ../shared/datasets] [--threads N]
+                               [--data-path ../shared/datasets] [--threads N] [--precision bf16|fp32]
+                               [--no-limits] [--warm-cache]
 
 Each measurement is a fresh process that builds RecBole's config, data and model as a run does
-and drives CustomTrainer's own epoch (`_train_epoch`, `_valid_epoch`) for `--epochs` epochs, with
+(recrunner's array-built batches and negatives included, in both modes) and drives CustomTrainer's own epoch (`_train_epoch`, `_valid_epoch`) for `--epochs` epochs, with
 `fast: true` or without; the two modes alternate, exact first. Reported per case and mode:
 
     first     the first epoch's training and validation seconds (fast: includes compiling)
@@ -17,6 +18,10 @@ and drives CustomTrainer's own epoch (`_train_epoch`, `_valid_epoch`) for `--epo
 `--max-batches N` times only the first N batches of each training epoch and scales the warm time to
 the whole epoch (batches per epoch / N; the compile time is not scaled): for the main job's SASRec an exact epoch is minutes on a CPU.
 The settings are the models' RecBole defaults with recrunner's config layers (configs/): SASRec is the main job.
+`--precision` sets `fast_precision` (default auto); `--no-limits` sets aside fast mode's per-model tables
+(`LIMITS`, `CPU_GAINS`, `EAGER_SCORING`) in the measuring process, to measure what `auto` leaves out.
+Each fast process compiles into an empty cache, the compile time of a first run; `--warm-cache` runs the
+fast process once before the measured one, into the same cache: what the later cells of a sweep pay.
 """
 
 from __future__ import annotations
@@ -58,29 +63,38 @@ class _FirstBatches:
 
 
 def one_run(fast: bool, model: str, dataset: str, epochs: int, max_batches: int | None, data_path: str | None,
-            workdir: Path) -> dict:
+            workdir: Path, precision: str = "auto", limits: bool = True, cache: str | None = None) -> dict:
     import os
 
     os.chdir(workdir)
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(workdir / "compile-cache")  # cold: the compile time a first run pays
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache or str(workdir / "compile-cache")  # cold unless --warm-cache
     from recbole.config import Config
     from recbole.data import create_dataset, data_preparation
     from recbole.utils import get_model, init_seed
 
     from recrunner.seams.config import recbole_argv_cleared
     from recrunner.seams.environment import quiet_known_warnings
+    from recrunner.seams.loaders import vectorise_loaders
+    from recrunner.training import fast as fast_mode
     from recrunner.training.trainer import CustomTrainer
 
+    if not limits:  # as if the model had been measured faster and nothing limited it
+        fast_mode.LIMITS.pop(model, None)
+        fast_mode.CPU_GAINS[model] = "--no-limits"
+        fast_mode.EAGER_SCORING.pop(model, None)
     quiet_known_warnings()
     from recrunner.config.params import layered_params
 
     layers = layered_params(REPO / "configs", model, dataset, {})  # configs/datasets/ml-1m.yaml: its columns
-    params = {**layers, **PARAMS[model], "show_progress": False, "progress_bar": False, "checkpoint_dir": str(workdir / "ckpt"), "fast": fast,
+    params = {**layers, **PARAMS.get(model, {}), "show_progress": False, "progress_bar": False, "checkpoint_dir": str(workdir / "ckpt"), "fast": fast,
+              "fast_precision": precision,
               **({"data_path": data_path} if data_path else {})}
     with recbole_argv_cleared():
         config = Config(model=model, dataset=dataset, config_dict=params)
     init_seed(config["seed"], config["reproducibility"])
-    train, valid, _ = data_preparation(config, create_dataset(config))
+    loaders = data_preparation(config, create_dataset(config))
+    vectorise_loaders(loaders)  # what every run's loaders do (recrunner/seams/loaders.py)
+    train, valid, _ = loaders
     init_seed(config["seed"], config["reproducibility"])
     trainer = CustomTrainer(config, get_model(model)(config, train._dataset))
     trainer.eval_collector.data_collect(train)
@@ -100,7 +114,7 @@ def one_run(fast: bool, model: str, dataset: str, epochs: int, max_batches: int 
             "plan": trainer.fast.describe() if trainer.fast else "exact"}
 
 
-def measure(fast: bool, case: str, args) -> dict:
+def measure(fast: bool, case: str, args, cache: str | None = None) -> dict:
     model, dataset = case.split(":")
     command = [sys.executable, __file__, "--one", "fast" if fast else "exact", "--cases", case,
                "--epochs", str(args.epochs)]
@@ -110,8 +124,20 @@ def measure(fast: bool, case: str, args) -> dict:
         command += ["--data-path", str(args.data_path)]
     if args.threads:
         command += ["--threads", str(args.threads)]
+    command += ["--precision", args.precision] + (["--no-limits"] if args.no_limits else [])
+    command += ["--cache", cache] if cache else []
     out = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
+
+
+def fast_measure(case: str, args) -> dict:
+    if not args.warm_cache:
+        return measure(True, case, args)
+    with tempfile.TemporaryDirectory() as cache:
+        measure(True, case, args, cache)  # fills the cache
+        result = measure(True, case, args, cache)
+    result["plan"] += "; warm cache"
+    return result
 
 
 def summary(exact: dict, fast: dict) -> dict:
@@ -133,6 +159,11 @@ def _epochs(value: float) -> str:
     return "never" if value == float("inf") else f"{value:.1f}"
 
 
+def _once(figure: str, fast: dict) -> str:
+    """A compile figure, or '-' for a plan that compiles nothing (its first epoch's excess is warm-up)."""
+    return figure if "compiled" in fast["plan"].partition(" (")[0] else "-"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", nargs="+", default=CASES, metavar="MODEL:DATASET")
@@ -140,6 +171,10 @@ def main(argv=None) -> int:
     parser.add_argument("--max-batches", type=int, default=None, help="time only the first N batches of an epoch")
     parser.add_argument("--data-path", type=Path, default=REPO.parent / "shared" / "datasets")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--precision", choices=("auto", "bf16", "fp16", "fp32"), default="auto", help="fast_precision")
+    parser.add_argument("--no-limits", action="store_true", help="ignore fast mode's per-model tables for the measured models")
+    parser.add_argument("--warm-cache", action="store_true", help="measure fast mode with the compiler's cache filled")
+    parser.add_argument("--cache", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--one", choices=["exact", "fast"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.threads:
@@ -151,18 +186,23 @@ def main(argv=None) -> int:
         data_path = str(args.data_path) if dataset != "ml-100k" else None
         with tempfile.TemporaryDirectory() as tmp:
             print(json.dumps(one_run(args.one == "fast", model, dataset, args.epochs, args.max_batches, data_path,
-                                     Path(tmp))))
+                                     Path(tmp), args.precision, not args.no_limits, args.cache)))
         return 0
     print("| model | dataset | batches (timed) | exact epoch s | fast epoch s | speed-up | exact eval s | fast eval s "
           "| speed-up | compile s | repaid after epochs | fast plan |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for case in args.cases:
-        exact, fast = measure(False, case, args), measure(True, case, args)
+        try:
+            exact, fast = measure(False, case, args), fast_measure(case, args)
+        except subprocess.CalledProcessError as error:  # one case's failure is a row, not the end of the table
+            last = (error.stderr or "").strip().splitlines()[-1:] or ["no message"]
+            print(f"| {case.replace(':', ' | ')} | failed: {last[0][:200]} |", flush=True)
+            continue
         s = summary(exact, fast)
         model, dataset = case.split(":")
         print(f"| {model} | {dataset} | {exact['batches']} ({exact['timed_batches']}) | {s['exact_epoch']:.2f} | "
               f"{s['fast_epoch']:.2f} | {s['epoch_speedup']:.2f}x | {s['exact_eval']:.2f} | {s['fast_eval']:.2f} | "
-              f"{s['eval_speedup']:.2f}x | {s['compile']:.1f} | {_epochs(s['repaid_after'])} | {fast['plan']} |", flush=True)
+              f"{s['eval_speedup']:.2f}x | {_once(format(s['compile'], '.1f'), fast)} | {_once(_epochs(s['repaid_after']), fast)} | {fast['plan']} |", flush=True)
     return 0
 
 

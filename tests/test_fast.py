@@ -24,7 +24,8 @@ from .test_resume import _killed_run
     ("cuda", True, "bf16", False),   # Ampere and later
     ("cuda", False, "fp16", True),   # older GPUs: fp16 with a gradient scaler
 ])
-def test_auto_precision_follows_the_device(device, native, precision, scaler):
+def test_auto_precision_follows_the_device(device, native, precision, scaler, monkeypatch):
+    monkeypatch.setitem(fast.CPU_GAINS, "Caser", "measured faster")
     plan = choose(device_type=device, native_bf16=native, model="Caser")
     assert (plan.precision, plan.compile, plan.scaler) == (precision, True, scaler)
     assert plan.reason
@@ -40,7 +41,20 @@ def test_explicit_settings_win_and_bad_ones_are_refused():
         choose(compile="yes")
 
 
+def test_on_a_cpu_auto_accelerates_only_the_models_measured_faster():
+    neumf = choose(native_bf16=True, model="NeuMF")  # compiled it was 0.64x as fast on this CPU
+    assert neumf.changes_nothing and "measured faster" in neumf.reason and "fast_compile: true" in neumf.reason
+    assert neumf.describe().startswith("fast mode: exact (NeuMF runs exactly: on a CPU")  # the run's log line
+    assert choose(compile=True, native_bf16=True, model="NeuMF").compile  # asked for: tried anyway
+    assert choose(precision="bf16", native_bf16=True, model="NeuMF").precision == "bf16"
+    assert choose(device_type="cuda", native_bf16=True, model="NeuMF").compile  # a GPU: the device's rules
+    sasrec = choose(native_bf16=True, model="SASRec")
+    assert (sasrec.precision, sasrec.compile) == ("fp32", True) and "SASRec" in fast.CPU_GAINS
+
+
 def test_models_that_cannot_gain_run_exactly_or_eagerly_and_say_why(monkeypatch):
+    for model in ("Odd", "Graphy", "Mixed", "Picky"):  # measured faster on a CPU, but limited
+        monkeypatch.setitem(fast.CPU_GAINS, model, "measured faster")
     bpr = choose(precision="bf16", native_bf16=True, model="BPR")  # measured slower in fast mode: exact
     assert (bpr.precision, bpr.compile) == ("fp32", False) and "data loader" in bpr.reason
     one_pass = choose(native_bf16=True, model="Pop", single_pass=True)
@@ -65,9 +79,24 @@ def test_models_that_cannot_gain_run_exactly_or_eagerly_and_say_why(monkeypatch)
 def test_plans_that_change_nothing_count_as_exact_for_resuming():
     assert same_plan_key(None) is None
     assert same_plan_key(FastPlan().as_dict()) is None
-    assert same_plan_key(FastPlan("bf16", True).as_dict()) == ("bf16", True, False)
+    assert same_plan_key(FastPlan("bf16", True).as_dict()) == ("bf16", True, False, True)
+    assert same_plan_key({"precision": "bf16", "compile": True, "scaler": False}) == ("bf16", True, False, True)  # older
+    assert same_plan_key(FastPlan("fp32", True, compile_scoring=False).as_dict()) == ("fp32", True, False, False)
     assert plan_text(None) == "exactly (no fast mode)"
-    assert plan_text(("fp16", True, True)) == "in fast mode (fp16, compiled, grad scaler)"
+    assert plan_text(("fp16", True, True, True)) == "in fast mode (fp16, compiled, grad scaler)"
+    assert plan_text(("fp32", True, False, False)) == "in fast mode (fp32, compiled, scoring eager)"
+
+
+def test_models_whose_compiled_scoring_was_slower_score_eagerly(monkeypatch):
+    ngcf = choose(device_type="cuda", native_bf16=True, model="NGCF")  # validation 0.67x compiled on ml-1m
+    assert (ngcf.precision, ngcf.compile, ngcf.compile_scoring) == ("fp32", True, False)
+    assert "scoring eager" in ngcf.describe() and "0.67x" in ngcf.reason
+    assert choose(compile=False, model="NGCF").compile_scoring  # nothing compiled: nothing to say of scoring
+    model = _Scorer()
+    accelerate(model, ngcf)
+    assert model.calculate_loss.compiled is not None
+    assert model.predict.compiled is None and model.full_sort_predict.compiled is None
+    assert choose(native_bf16=True, model="SASRec").compile_scoring
 
 
 def test_native_bf16_is_read_from_the_cpu_flags(tmp_path):

@@ -48,7 +48,8 @@ class FastMethod:
     def __init__(self, method, plan: FastPlan, *, scoring: bool):
         self.method, self.plan, self.scoring = method, plan, scoring
         self.name = getattr(method, "__name__", "method")
-        self.compiled = torch.compile(method, dynamic=True) if plan.compile else None
+        compiled = plan.compile and (plan.compile_scoring or not scoring)
+        self.compiled = torch.compile(method, dynamic=True) if compiled else None
 
     def __call__(self, *args, **kwargs):
         with self._precision(args):

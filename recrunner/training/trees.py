@@ -59,7 +59,7 @@ class TreeTrainer(CustomTrainer):
         self.optimizer = _BoosterRate(params.get("eta", params.get("learning_rate")))
         self._valid_data = None
         if setting(config, "fast"):
-            self.logger.info(f"fast mode: fp32, eager ({config['model']} is a gradient-boosted tree, not a torch "
+            self.logger.info(f"fast mode: exact ({config['model']} is a gradient-boosted tree, not a torch "
                              "model: it runs exactly)")
 
     @classmethod
