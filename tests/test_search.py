@@ -181,6 +181,34 @@ def test_a_model_with_less_tuning_is_named():
                               "the comparison favours the better-tuned model; give every model the same --trials"]
 
 
+def _without_ends(record, cell):
+    """The sweep record as a command killed between the cell's run ending and its line left it."""
+    lines = [line for line in record.read_text().splitlines()
+             if not (json.loads(line)["cell"] == cell and json.loads(line)["state"] in ("ok", "pruned"))]
+    record.write_text("\n".join(lines) + "\n")
+
+
+def test_a_trial_killed_after_its_run_ended_is_told_and_recorded_once(tmp_path, base_args, capsys):
+    """Killed after a trial's run wrote metrics.json but before the study and sweep.jsonl heard of it."""
+    argv = ["--grid", _grid(tmp_path), "--search", "tpe", "--trials", "2", "--set", "epochs=1", *base_args]
+    assert run_cli(capsys, argv)[0] == 0
+    sweep_dir = tmp_path / "runs" / "tune"
+    study = _study(sweep_dir)
+    first = study.trials[0]
+    study.enqueue_trial(first.params)
+    assert study.ask(first.distributions).params == first.params  # running, its run already finished
+    record = sweep_dir / "sweep.jsonl"
+    cell = next(json.loads(line)["cell"] for line in record.read_text().splitlines()
+                if f"learning_rate={first.params['learning_rate']!r}," in json.loads(line)["cell"])
+    _without_ends(record, cell)
+
+    assert run_cli(capsys, argv)[0] == 0
+    assert not [t for t in _study(sweep_dir).trials if t.state.name == "RUNNING"]  # told
+    ends = [json.loads(line) for line in record.read_text().splitlines()]
+    ends = [line["cell"] for line in ends if line["state"] in ("ok", "pruned")]
+    assert sorted(set(ends)) == sorted(ends) and cell in ends and len(ends) == 2  # recorded once, none run again
+
+
 def test_a_killed_search_loses_and_repeats_nothing(tmp_path, base_args):
     command = [sys.executable, str(REPO / "run_experiments.py"), "--grid", _grid(tmp_path), "--search", "tpe",
                "--trials", "5", "--set", "epochs=4", *base_args, "--quiet"]

@@ -162,6 +162,21 @@ def test_a_broken_cell_fails_alone_retries_and_the_exit_code_says_so(workspace, 
     assert "## cells not finished" in (workspace.output_dir / "broken" / "results.md").read_text()
 
 
+def test_a_cell_killed_after_its_run_ended_gets_its_end_recorded_without_running_again(workspace, tmp_path, capsys):
+    grid = tmp_path / "one.yaml"
+    grid.write_text(yaml.safe_dump({"name": "one", "models": ["BPR"], "datasets": ["ml-100k"],
+                                    "fixed": {"epochs": 1, "embedding_size": 8}}))
+    assert main(_args(workspace, grid)) == 0
+    record = workspace.output_dir / "one" / "sweep.jsonl"
+    lines = record.read_text().splitlines()
+    record.write_text("\n".join(line for line in lines if json.loads(line)["state"] != "ok") + "\n")  # killed then
+    assert SweepRecord(record).states().popitem()[1].state == "running"
+
+    assert main(_args(workspace, grid)) == 0
+    assert "0 ok, 0 failed, 1 skipped" in capsys.readouterr().out  # not trained again
+    assert SweepRecord(record).states().popitem()[1].state == "ok"
+
+
 def test_a_cell_running_elsewhere_is_left_alone_until_its_heartbeat_is_stale(workspace, tmp_path, capsys):
     grid = tmp_path / "one.yaml"
     grid.write_text(yaml.safe_dump({"name": "one", "models": ["BPR"], "datasets": ["ml-100k"],

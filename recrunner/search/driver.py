@@ -71,7 +71,8 @@ class Search:
                 str(probe.config["valid_metric"]).lower()) else "minimize"
 
     def open(self) -> list:
-        """Create or load every study; the trials a killed command left running, planned again."""
+        """Create or load every study; the trials a killed command left running, planned again (a trial
+        whose run had ended is told how, and planned too: the sweep then finds its run finished)."""
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -96,8 +97,7 @@ class Search:
                 record = RunRecord.read(item.run_dir) if item.run_dir else None
                 if record is not None and record.status.finished:
                     self.tell(item.cell_id, RunResult.from_record(item.run_dir, record))
-                else:
-                    again.append(item)
+                again.append(item)
         return again
 
     # ---------------------------------------------------------------- asking

@@ -148,7 +148,7 @@ class _Sweep:
                 self.record.append(item.cell_id, Status.PENDING)
 
     def _cells_to_run(self) -> list[str]:
-        queue = []
+        queue, known = [], self.record.states()
         for item in self.planned:
             if item.error:
                 self._count_failure(item.error)
@@ -157,6 +157,8 @@ class _Sweep:
             previous = None if self.options.restart else RunRecord.read(item.run_dir)
             if previous is not None and previous.status.finished:
                 self._count("skipped")
+                if item.cell_id in known and not known[item.cell_id].state.finished:
+                    self.record.append(item.cell_id, previous.status)  # killed between the run's end and its line
                 continue
             queue.append((item.cell_id, item.data_key))
         return dispatch_order(queue)
