@@ -116,6 +116,20 @@ def sampled_metrics(session: Session) -> str:
     return "\n".join([command, "...", *[line for line in output if "sampled" in line and "WARNING" in line]]) + "\n"
 
 
+def step_schedules(session: Session) -> str:
+    keys = ["train_batch_size=256", "epochs=2", "eval_every_steps=20", "checkpoint_every_steps=10", "log_every_steps=10"]
+    text = session.run("python run_experiments.py --model BPR --dataset ml-100k --name steps \\\n    --set " + " ".join(keys),
+                       ["run_experiments.py", "--model", "BPR", "--dataset", "ml-100k", "--name", "steps", "--set", *keys])
+    command, output = text.splitlines()[:2], text.splitlines()[2:]  # the command is two lines
+    shown = [line for line in output if "evaluating" in line or "Saving best" in line or " training [" in line]
+    history = next((session.output / "steps").rglob("history.jsonl"))
+    rows = history.read_text().splitlines()
+    first_epoch = next(i for i, row in enumerate(rows) if '"loss"' in row)
+    where = session.tidy(str(history)).strip()
+    return "\n".join([*command, *shown[:5], "...", f"$ sed -n '1,3p;{first_epoch + 1}p' {where}", *rows[:3],
+                      rows[first_epoch]]) + "\n"
+
+
 BLOCKS = {  # in the order they run: later ones may use what earlier ones made
     "quick-run": quick_run,
     "bad-input": bad_input,
@@ -124,6 +138,7 @@ BLOCKS = {  # in the order they run: later ones may use what earlier ones made
     "sampled-metrics": sampled_metrics,
     "smoke-sweep": smoke_sweep,
     "search-sequential": search_sequential,
+    "step-schedules": step_schedules,
 }
 
 

@@ -27,7 +27,9 @@ from ..core.errors import ConfigError
 FAST_PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # fast mode's autocast dtypes (recrunner.training.fast)
 LEARNERS = ("adam", "adamw", "sgd", "adagrad", "rmsprop", "sparse_adam")  # recbole.trainer.Trainer._build_optimizer
 _AT_LEAST_ONE = {"epochs", "train_batch_size", "eval_batch_size", "checkpoint_every", "gradient_accumulation_steps",
+                 "eval_every_steps", "checkpoint_every_steps", "log_every_steps",
                  "n_heads", "num_heads", "MAX_ITEM_LIST_LENGTH", "save_total_limit", "topk"}
+_WHOLE_STEPS = {"eval_every_steps", "checkpoint_every_steps", "log_every_steps"}  # recrunner.training.steps
 _NOT_NEGATIVE = {"stopping_step", "eval_step", "n_layers", "num_layers", "weight_decay", "lr_warmup",
                  "early_stop_min_delta", "clip_grad_norm.max_norm"}
 
@@ -40,6 +42,9 @@ def impossible_values(params: Mapping[str, Any]) -> list[str]:
             continue
         name = key.rsplit(".", 1)[-1]
         numbers = value if isinstance(value, list) else [value]
+        if key in _WHOLE_STEPS and not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in numbers):
+            problems.append(f"{key} counts optimizer steps: a whole number >= 1, got {value!r}")
+            continue
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in numbers):
             if key == "learner" and str(value).lower() not in LEARNERS:
                 problems.append(f"learner {value!r} is not an optimizer RecBole knows (it would silently use adam); "
@@ -58,8 +63,8 @@ def impossible_values(params: Mapping[str, Any]) -> list[str]:
             problems.append(f"{key} must be a whole number >= 1, got {value!r}")
         elif key in _NOT_NEGATIVE and any(v < 0 for v in numbers):
             problems.append(f"{key} must be >= 0, got {value!r}")
-        elif key == "learning_rate" and any(v <= 0 for v in numbers):
-            problems.append(f"learning_rate must be > 0, got {value!r}")
+        elif key in ("learning_rate", "checkpoint_every_minutes") and any(v <= 0 for v in numbers):
+            problems.append(f"{key} must be > 0, got {value!r}")
         elif "dropout" in name and any(not 0 <= v < 1 for v in numbers):
             problems.append(f"{key} is a probability: it must be in [0, 1), got {value!r}")
     return problems

@@ -29,6 +29,10 @@ RECBOLE_DERIVED_KEYS = frozenset({
 # recrunner's own keys with their defaults: the lowest layer above RecBole's (docs/configuration.md).
 RECRUNNER_DEFAULTS: dict[str, Any] = {
     "checkpoint_every": 1,              # write checkpoints/last.pth every N epochs
+    "checkpoint_every_steps": None,     # also write last.pth every N optimizer steps, within epochs
+    "checkpoint_every_minutes": None,   # also write last.pth when M minutes passed since the last one
+    "eval_every_steps": None,           # validate every N optimizer steps instead of every eval_step epochs
+    "log_every_steps": None,            # training loss and learning rate every N optimizer steps
     "save_total_limit": None,           # also keep the newest N epoch-NNNN.pth copies of last.pth
     "early_stop_metric": None,          # metric watched by early stopping; None: valid_metric
     "early_stop_min_delta": 0.0,        # smallest change that counts as an improvement
@@ -58,6 +62,7 @@ RECRUNNER_KEYS = frozenset(RECRUNNER_DEFAULTS)
 # so `--set progress_every=10` continues the same run.
 NOT_IDENTITY_KEYS = frozenset({
     "progress_bar", "progress_every", "show_progress", "checkpoint_every", "save_total_limit", "data_cache",
+    "checkpoint_every_steps", "checkpoint_every_minutes", "log_every_steps",
     "trackers", "mlflow_tracking_uri", "mlflow_experiment", "wandb_project", "log_wandb", "state", "detect_anomaly",
 })
 

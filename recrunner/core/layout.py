@@ -12,6 +12,7 @@
                 config.yaml  run.log  metrics.json  history.jsonl  test_per_user.npz
                 events.out.tfevents.*  events.out.tfevents.0000000000.hparams
                 checkpoints/best.pth  checkpoints/last.pth  [checkpoints/epoch-NNNN.pth]
+                [steps/events.out.tfevents.*]             the optimizer-step axis (eval_every_steps, log_every_steps)
                 [<stage>/checkpoints/..., <stage>/events...]    S3Rec, RaCT: a pre-training stage
 
 Nothing else in recrunner spells one of these names (tests/test_layout.py checks); every path is
@@ -103,6 +104,11 @@ class RunPaths:
 
     def epoch_copies(self) -> list[Path]:
         return self.checkpoint_files.epoch_copies()
+
+    @property
+    def step_events(self) -> Path:
+        """TensorBoard's optimizer-step axis (Valid-step/, Train-step/): its own folder, purged on its own steps."""
+        return self.run_dir / "steps"
 
     def event_files(self) -> list[Path]:
         return sorted(self.run_dir.glob("events.out.tfevents.*"))

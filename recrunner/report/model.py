@@ -63,10 +63,13 @@ def curves(report: Report, dataset: str) -> dict:
             path = RunPaths(run["run_dir"]).history
             if not path.exists():
                 continue
+            newest = {}  # a run validating by steps has several validations per epoch: its newest counts
             for entry in read_history(path):
                 value = (entry.get("valid") or {}).get(run["valid_metric"])
                 if value is not None:
-                    per_epoch[entry["epoch"]].append(value)
+                    newest[entry["epoch"]] = value
+            for epoch, value in newest.items():
+                per_epoch[epoch].append(value)
         if per_epoch:
             result[model] = [(epoch, sum(v) / len(v)) for epoch, v in sorted(per_epoch.items())]
     return result

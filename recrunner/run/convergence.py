@@ -26,13 +26,20 @@ def last_validated_epoch(last_epoch: int, eval_step: int) -> int | None:
 
 
 def under_trained(*, best_epoch: int | None, epochs_trained: int | None, max_epochs: int | None,
-                  stopped_early: bool, eval_step: int = 1, single_pass: bool = False) -> str | None:
-    """"may be under-trained: ..." with the reasons, or None when neither sign shows (pure)."""
+                  stopped_early: bool, eval_step: int = 1, single_pass: bool = False,
+                  best_step: int | None = None, validated_step: int | None = None) -> str | None:
+    """"may be under-trained: ..." with the reasons, or None when neither sign shows (pure).
+
+    A run that validates every `eval_every_steps` passes `best_step` and `validated_step` (the
+    step of its newest validation): the first sign is then its best validation being its last."""
     if single_pass or not epochs_trained:
         return None
     reasons = []
     last = last_validated_epoch(epochs_trained - 1, eval_step)
-    if best_epoch is not None and last is not None and best_epoch >= last:
+    if validated_step is not None:
+        if best_step is not None and best_step >= validated_step:
+            reasons.append(f"its best validation (step {best_step}) is the last it ran")
+    elif best_epoch is not None and last is not None and best_epoch >= last:
         reasons.append(f"its best epoch ({best_epoch}) is the last it validated")
     if not stopped_early and max_epochs is not None and epochs_trained >= max_epochs:
         reasons.append(f"it reached epochs={max_epochs} without early stopping")

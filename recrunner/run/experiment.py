@@ -32,7 +32,7 @@ from .preparation import Experiment, PreparedRun, Workspace, prepare
 from .provenance import provenance
 from .record import RunRecord, Status
 from .result import RunResult
-from .resume import StartOver, bring_best_checkpoint, check_request, resume_point
+from .resume import ResumePoint, StartOver, bring_best_checkpoint, check_request, resume_point
 from ..core.files import write_config
 from .runlog import run_logging
 from ..seams.models import model_class as recbole_model_class
@@ -80,7 +80,8 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
     write_config(paths.config, to_plain(config.final_config_dict))
     record.write(paths.metrics)
     resume = _resume_point(paths, resume_from, resume_state)
-    writer = RunWriter(paths.run_dir, purge_step=resume[1] + 1 if resume else None, group=prepared.group)
+    writer = RunWriter(paths.run_dir, purge_step=resume.epoch + 1 if resume else None, group=prepared.group,
+                       step_purge=resume.step + 1 if resume else None)
     status, error, trainer = Status.FAILED, None, None
     try:
         logger.info(f"recrunner {__version__}: {config['model']} on {config['dataset']}, run {paths.run_dir}")
@@ -110,12 +111,12 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
     return RunResult.from_record(paths.run_dir, record)
 
 
-def _resume_point(paths, resume_from, resume_state) -> tuple[Path, int] | None:
-    """(checkpoint, epoch) to continue from: --resume-from's, else the run's own newest, else None."""
+def _resume_point(paths, resume_from, resume_state) -> ResumePoint | None:
+    """Where to continue from: --resume-from's checkpoint, else the run's own newest, else None."""
     if resume_from is None:
         return resume_point(paths)
     bring_best_checkpoint(Path(resume_from), resume_state["best_epoch"], paths)
-    return Path(resume_from), int(resume_state["epoch"])
+    return ResumePoint(Path(resume_from), int(resume_state["epoch"]), int(resume_state.get("global_step") or 0))
 
 
 def _pretrain(prepared: PreparedRun, workspace: Workspace, callbacks, record: RunRecord, begun) -> None:
@@ -209,7 +210,8 @@ def _run_pretraining_stages(prepared: PreparedRun, workspace: Workspace, callbac
             logger.info(f"pre-training stage {stage}: {config['pretrain_epochs']} epochs, no validation")
             init_seed(config["seed"], config["reproducibility"])
             train_data, _, _ = _load_data(config, workspace)
-            writer = RunWriter(stage_paths.run_dir, purge_step=resume[1] + 1 if resume else None)
+            writer = RunWriter(stage_paths.run_dir, purge_step=resume.epoch + 1 if resume else None,
+                               step_purge=resume.step + 1 if resume else None)
             try:
                 trainer = _build_trainer(prepared, stage_paths.run_dir, train_data, writer, callbacks)
                 if resume:

@@ -53,6 +53,7 @@ class RunRecord:
     versions: dict = field(default_factory=dict)
     provenance: dict = field(default_factory=dict)   # command, git, versions, data files, machine (provenance.py)
     best_epoch: int | None = None
+    best_step: int | None = None                     # its optimizer step (only where the run validates by steps)
     best_valid_score: float | None = None
     best_valid: dict = field(default_factory=dict)   # validation metrics of the best epoch
     initial_valid: dict = field(default_factory=dict)  # epoch -1
@@ -81,6 +82,8 @@ class RunRecord:
         self.status, self.error, self.finished = status, error, when
         if trainer is not None:
             self.best_epoch = trainer.best_epoch
+            if trainer.steps.eval_every:  # recrunner.training.steps
+                self.best_step = trainer.state.best_step
             self.best_valid_score = trainer.best_valid_score if trainer.best_epoch is not None else None
             self.best_valid = {k: float(v) for k, v in (trainer.best_valid_result or {}).items()}
             self.initial_valid = {k: float(v) for k, v in (trainer.initial_valid_result or {}).items()}
@@ -98,9 +101,12 @@ class RunRecord:
         if self.status is not Status.OK:
             return
         validating = trainer.eval_step if self.best_valid else 0
+        by_steps = trainer.steps.eval_every and self.best_valid
         self.under_trained = under_trained(best_epoch=self.best_epoch, epochs_trained=self.epochs_trained,
                                            max_epochs=self.max_epochs, stopped_early=self.stopped_early,
-                                           eval_step=validating, single_pass=trainer.single_pass)
+                                           eval_step=validating, single_pass=trainer.single_pass,
+                                           best_step=self.best_step if by_steps else None,
+                                           validated_step=state.validated_step if by_steps else None)
 
     def warnings(self) -> list[str]:
         """What a reader of this run's numbers must know: under-training, leakage, sampled metrics."""
@@ -113,6 +119,8 @@ class RunRecord:
         values["status"] = self.status.value
         if self.pretrain_seconds is None:  # only staged models have it
             del values["pretrain_seconds"]
+        if self.best_step is None:  # only runs that validate by steps have it
+            del values["best_step"]
         return values
 
     @classmethod

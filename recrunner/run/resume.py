@@ -13,6 +13,7 @@ import logging
 import os
 import shutil
 from pathlib import Path
+from typing import NamedTuple
 
 from ..training.checkpoint import load as load_checkpoint
 from ..training.checkpoint import load_training_state
@@ -77,8 +78,14 @@ class StartOver:
         return False
 
 
-def resume_point(paths: RunPaths) -> tuple[Path, int] | None:
-    """This run's checkpoint to continue from and its epoch; falls back past corrupt files."""
+class ResumePoint(NamedTuple):
+    path: Path
+    epoch: int  # the newest epoch done
+    step: int   # the optimizer steps done (within the next epoch too, for a step checkpoint)
+
+
+def resume_point(paths: RunPaths) -> ResumePoint | None:
+    """This run's checkpoint to continue from, its epoch and step; falls back past corrupt files."""
     for candidate in [paths.last, *paths.epoch_copies()]:
         if not candidate.exists():
             continue
@@ -87,7 +94,7 @@ def resume_point(paths: RunPaths) -> tuple[Path, int] | None:
         except CheckpointError as exc:
             logger.warning(f"{exc}; trying an older checkpoint")
             continue
-        return candidate, int(state["epoch"])
+        return ResumePoint(candidate, int(state["epoch"]), int(state.get("global_step") or 0))
     if paths.last.exists() or paths.epoch_copies():
         logger.warning("no intact checkpoint to resume from: starting this run over")
     for stale in paths.event_files():  # curves of an attempt that left no checkpoint

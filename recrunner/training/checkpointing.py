@@ -8,6 +8,7 @@ Trainer families override `_weights_state` and `_restore_weights` (trees.py: a b
 from __future__ import annotations
 
 from pathlib import Path
+from time import time
 
 from recbole.utils import set_color
 
@@ -15,6 +16,7 @@ from . import checkpoint, model_state
 from ..core.errors import CheckpointError
 from .fast import plan_text, same_plan_key
 from .state import TrainingState
+from .steps import resumed_at
 
 
 class Checkpointing:
@@ -28,22 +30,31 @@ class Checkpointing:
     def _save_best_checkpoint(self, epoch, verbose=True):
         state = self._weights_state(kind="best", epoch=epoch)
         state["best_valid_score"] = _plain_score(self.best_valid_score)
+        state["step"] = self.state.global_step  # the optimizer steps these weights had taken
         checkpoint.save_atomic(state, self.best_path)
         if verbose:
-            self.logger.info(set_color("Saving best", "blue") + f": {self.best_path} (epoch {epoch})")
+            at_step = f", step {self.state.global_step}" if self.steps.eval_every else ""
+            self.logger.info(set_color("Saving best", "blue") + f": {self.best_path} (epoch {epoch}{at_step})")
         self._call("on_checkpoint_saved", path=self.best_path, kind="best")
 
-    def save_training_state(self, epoch):
-        """last.pth: everything needed to continue exactly after `epoch` (not an export)."""
+    def save_training_state(self, epoch, epoch_rng=None):
+        """last.pth: everything needed to continue exactly after `epoch` (not an export).
+
+        Within an epoch (recrunner.training.steps), `epoch` is the last epoch done, `batch_in_epoch`
+        counts the batches of the next one trained, and `epoch_rng` is the RNG its order was drawn from.
+        """
         state = self._weights_state(kind="last", epoch=epoch)
         state.update(self.state.to_checkpoint())  # every TrainingState field under its own name
-        state.update(optimizer=self.optimizer.state_dict(), callbacks=self.callbacks.state_dict(),
+        state.update(epoch=epoch, optimizer=self.optimizer.state_dict(), callbacks=self.callbacks.state_dict(),
                      rng=checkpoint.rng_state(self._generators))
+        if epoch_rng is not None:
+            state["epoch_rng"] = epoch_rng
         if self.fast is not None:
             state["fast"] = {"plan": self.fast.as_dict(),
                              "scaler": self.grad_scaler.state_dict() if self.grad_scaler is not None else None}
         checkpoint.save_atomic(state, self.last_path)
-        if self.save_total_limit:
+        self._last_checkpoint = time()
+        if self.save_total_limit and epoch_rng is None:
             self._keep_epoch_copy(epoch, state)
         self._call("on_checkpoint_saved", path=self.last_path, kind="last")
 
@@ -79,10 +90,10 @@ class Checkpointing:
         self.start_epoch = self.epochs if self.finished else state["epoch"] + 1
         self.callbacks.load_state_dict(state["callbacks"])
         self._pending_rng = state["rng"]
-        self.logger.info(
-            f"Resumed from {resume_file}: epoch {state['epoch']} done, continuing at epoch {self.start_epoch}"
-            f" (best epoch {self.best_epoch}, best score {self.best_valid_score})"
-        )
+        where = resumed_at(state["epoch"], self.start_epoch, self.state)
+        self._resume_within_epoch(state)
+        self.logger.info(f"Resumed from {resume_file}: {where} (best epoch {self.best_epoch}, "
+                         f"best score {self.best_valid_score})")
         return state
 
     def _restore_fast(self, saved: dict | None, resume_file):

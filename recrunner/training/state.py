@@ -28,7 +28,13 @@ class TrainingState:
     # THE training time of a run: wall time of its epochs (training and validation, epoch -1 included),
     # summed over every process that trained it; metrics.json's train_seconds and seconds_to_best read it
     train_seconds: float = 0.0
-    seconds_to_best: float | None = None      # train_seconds at the end of the best epoch
+    seconds_to_best: float | None = None      # train_seconds at the end of the best epoch (or best step validation)
+    # optimizer steps (recrunner.training.steps): counted in every run, acted on with step schedules
+    global_step: int = 0                      # optimizer steps taken so far
+    best_step: int | None = None              # global_step at the validation best.pth holds
+    validated_step: int | None = None         # global_step at the newest validation
+    batch_in_epoch: int = 0                   # a mid-epoch last.pth: batches of epoch `epoch + 1` trained
+    epoch_loss: float | None = None           # ... and their summed loss
 
     def to_checkpoint(self) -> dict:
         """The fields as plain data, each under its own name."""

@@ -2,6 +2,9 @@
 
     Train/Loss (Train/Loss_<i> per part of a tuple loss)   Train/LR      step: epoch
     Valid/<metric>, Valid/score                            step: epoch, -1 before training
+                                                           (eval_every_steps: the epoch's newest validation)
+    Valid-step/<metric>, Valid-step/score                  step: optimizer step (eval_every_steps only)
+    Train-step/Loss, Train-step/LR                         step: optimizer step (log_every_steps only)
     Best_Valid/<metric>, Best_Valid/score                  step: the best epoch
     Test/<metric>                                          step: the best epoch
 """
@@ -22,6 +25,11 @@ def train(losses, lr=None) -> dict:
     if lr is not None:
         scalars["Train/LR"] = float(lr)
     return scalars
+
+
+def train_steps(loss: float, lr: float) -> dict:
+    """The mean batch loss since the last step log, and the learning rate (pure)."""
+    return {"Train-step/Loss": float(loss), "Train-step/LR": float(lr)}
 
 
 def validation(metrics: Mapping, score=None, prefix: str = "Valid") -> dict:

@@ -118,12 +118,16 @@ class RunWriter:
     event it reads, so appending a new status would leave the old one showing.
     """
 
-    def __init__(self, log_dir: Path, purge_step: int | None = None, group: str | None = None):
+    def __init__(self, log_dir: Path, purge_step: int | None = None, group: str | None = None,
+                 step_purge: int | None = None):
         from torch.utils.tensorboard import SummaryWriter
 
         self.log_dir = Path(log_dir)
         # purge_step hides events a killed attempt wrote at or past the resume point
-        self.writer = SummaryWriter(log_dir=str(self.log_dir), purge_step=purge_step)
+        self.writer = SummaryWriter(log_dir=str(_after_older_files(self.log_dir)), purge_step=purge_step)
+        # the optimizer-step axis (step schedules) in its own folder: TensorBoard purges every tag of a
+        # folder at one step, and an epoch number and a step number are not the same point
+        self.step_purge, self.step_writer = step_purge, None
         self.hparams: dict | None = None
         self.metric_tags: list[str] = []
         self.group = group  # the HParams trial (session group) name; None: a hash of the parameters
@@ -131,6 +135,15 @@ class RunWriter:
     # RecBole's Trainer calls add_scalar on the object it knows as `tensorboard`
     def add_scalar(self, tag, value, step):
         self.writer.add_scalar(tag, value, step)
+
+    def add_step_scalar(self, tag, value, step):
+        """A scalar on the optimizer-step axis (`<run>/steps`, a run of its own in TensorBoard's list)."""
+        if self.step_writer is None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            folder = _after_older_files(RunPaths(self.log_dir).step_events)
+            self.step_writer = SummaryWriter(log_dir=str(folder), purge_step=self.step_purge)
+        self.step_writer.add_scalar(tag, value, step)
 
     def add_hparams(self, hparams: Mapping, metric_tags=(), status: str | None = None):
         """This run's hparams row (with its status once known); metric_tags: kept for the caller's
@@ -147,10 +160,31 @@ class RunWriter:
             self.add_hparams(self.hparams, self.metric_tags, status)
 
     def flush(self):
-        self.writer.flush()
+        for writer in (self.writer, self.step_writer):
+            if writer is not None:
+                writer.flush()
 
     def close(self):
-        self.writer.close()
+        for writer in (self.writer, self.step_writer):
+            if writer is not None:
+                writer.close()
+
+
+def _after_older_files(folder: Path) -> Path:
+    """`folder`, once a new event file there will sort after every older one.
+
+    TensorBoard reads a folder's event files in name order, and a name starts with the second it
+    was made, then host and process id: a resumed process that starts within the second of a killed
+    one could sort first, and its purge would then hide nothing. It waits for the next second then.
+    """
+    import time
+
+    stamps = [int(parts[3]) for parts in (p.name.split(".") for p in Path(folder).glob("events.out.tfevents.*"))
+              if len(parts) > 3 and parts[3].isdigit()]
+    deadline = time.time() + 2  # a file from the future (a clock set back) is not waited for
+    while stamps and int(time.time()) <= max(stamps) and time.time() < deadline:
+        time.sleep(0.05)
+    return folder
 
 
 def default_hparams(config) -> dict:

@@ -33,6 +33,7 @@ from ..core.errors import TrainingFailed, one_line
 from .checkpointing import Checkpointing
 from .output import TrainerOutput
 from .state import TrainingState, state_attribute
+from .steps import StepLoop
 from ..seams.environment import prepare_environment
 from ..seams.evaluator import capture_per_user
 from ..seams.tensorboard import recbole_loggers
@@ -47,7 +48,7 @@ class _NonFiniteLoss(Exception):
     """Ends an epoch at its first non-finite batch loss (caught in _train_and_log)."""
 
 
-class CustomTrainer(Checkpointing, TrainerOutput, Trainer):
+class CustomTrainer(StepLoop, Checkpointing, TrainerOutput, Trainer):
     """`fit(train_data, valid_data=None, verbose=True, saved=True, show_progress=False,
     callback_fn=None) -> (best_valid_score, best_valid_result)`, as RecBole's.
 
@@ -108,10 +109,13 @@ class CustomTrainer(Checkpointing, TrainerOutput, Trainer):
         self._generators = {}
         self._batches_seen = 0
         self.fast, self.grad_scaler = None, None  # fast mode's plan and fp16 gradient scaler (go_fast)
+        self._init_steps(config)  # step schedules and mid-epoch resume (recrunner.training.steps)
 
     # ------------------------------------------------------------------ the loop
     def fit(self, train_data, valid_data=None, verbose=True, saved=True, show_progress=False, callback_fn=None):
         started = time()
+        self._fit_args = (valid_data, verbose, saved, show_progress, callback_fn)
+        self._check_step_support()
         self._generators = _generators_of(train=train_data, valid=valid_data)
         self.batches_per_epoch = len(train_data)
         self.steps_per_epoch = math.ceil(self.batches_per_epoch / self.accumulation_steps)
@@ -124,7 +128,7 @@ class CustomTrainer(Checkpointing, TrainerOutput, Trainer):
             self._log_start(validating=self.is_validating(valid_data))
         try:
             self._call("on_fit_start")
-            if self.is_validating(valid_data) and self.start_epoch == 0:
+            if self.is_validating(valid_data) and self.start_epoch == 0 and not self.start_batch:
                 self._initial_validation(valid_data, verbose, show_progress)
             self._restore_pending_rng()
             for epoch_idx in range(self.start_epoch, self.epochs):
@@ -141,7 +145,7 @@ class CustomTrainer(Checkpointing, TrainerOutput, Trainer):
 
     def _run_epoch(self, epoch_idx, train_data, valid_data, verbose, saved, show_progress, callback_fn) -> bool:
         """Train one epoch, validate when due, save; True when training should stop."""
-        started = time()
+        self._clock = time()
         self.epoch = epoch_idx
         self.epoch_start(epoch_idx)
         self._call("on_epoch_start")
@@ -149,14 +153,14 @@ class CustomTrainer(Checkpointing, TrainerOutput, Trainer):
         if not self.is_validating(valid_data):
             if saved:  # no validation: RecBole tests the newest weights
                 self._save_best_checkpoint(epoch_idx, verbose)
-        elif (epoch_idx + 1) % self.eval_step == 0:
+        elif not self.steps.eval_every and (epoch_idx + 1) % self.eval_step == 0:
             self._validate_and_track(valid_data, epoch_idx, verbose, saved, show_progress, callback_fn)
         self._call("on_epoch_end")
         stop = self.control.should_stop
         self.finished = stop or epoch_idx + 1 >= self.epochs
         self.stopped_early = stop
-        self.train_seconds += time() - started
-        if self.best_epoch == epoch_idx:
+        self._accrue_time()
+        if self.best_epoch == epoch_idx and not self.steps.eval_every:  # step validations set it themselves
             self.seconds_to_best = self.train_seconds
         if saved and (self.finished or self.control.should_save or (epoch_idx + 1) % self.checkpoint_every == 0):
             self.save_training_state(epoch_idx)
@@ -199,22 +203,26 @@ class CustomTrainer(Checkpointing, TrainerOutput, Trainer):
 
     def _train_epoch_to_first_non_finite(self, train_data, epoch_idx, show_progress):
         """RecBole's (or the model trainer's) epoch; a non-finite batch loss ends it with loss NaN."""
-        self._batches_seen, self.non_finite_batch = 0, None
+        batches = self._step_batches(train_data, epoch_idx)  # the loader, with step boundaries (steps.py)
+        self._batches_seen, self.non_finite_batch = self._epoch_start_batch, None
         try:
-            loss = self._train_epoch(train_data, epoch_idx, show_progress=show_progress)
+            loss = self._train_epoch(batches, epoch_idx, show_progress=show_progress)
         except _NonFiniteLoss as exc:
             self.non_finite_batch = self._batches_seen - 1
             self.logger.warning(f"epoch {epoch_idx} stopped at batch {self.non_finite_batch}: the loss is {exc}")
             loss = float("nan")
+        finally:
+            self._close_batches()
         if isinstance(self.optimizer, GradientAccumulator):
             self.optimizer.flush()
-        return loss
+        return self._end_epoch_steps(epoch_idx, loss)
 
     def _check_nan(self, loss):
         """Called by RecBole's epoch for every batch, before backward (RecBole raises ValueError on NaN)."""
         self._batches_seen += 1
         if not torch.isfinite(loss).all():
             raise _NonFiniteLoss(str(float(loss.detach().float().sum())))
+        self._count_loss(loss)
         self._call("on_train_batch", batch=self._batches_seen - 1)
 
     def _validate_and_track(self, valid_data, epoch_idx, verbose, saved, show_progress, callback_fn):
@@ -230,10 +238,12 @@ class CustomTrainer(Checkpointing, TrainerOutput, Trainer):
         after = track(before, valid_score, epoch_idx, bigger=self.valid_metric_bigger)
         is_best = after.since == 0
         self.cur_step = after.since  # RecBole's counter, kept for its readers
+        self.state.validated_step = self.state.global_step
         if verbose:
             self._log_validation(epoch_idx, time() - start, valid_score, valid_result)
         if is_best:
             self.best_valid_score, self.best_epoch, self.best_valid_result = valid_score, epoch_idx, valid_result
+            self.state.best_step = self.state.global_step
             if saved:
                 self._save_best_checkpoint(epoch_idx, verbose)
         self._call("on_validation_end", metrics=valid_result, score=valid_score)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 EVENTS = (
-    "on_fit_start", "on_initial_validation_end", "on_epoch_start", "on_train_batch", "on_train_epoch_end",
+    "on_fit_start", "on_initial_validation_end", "on_epoch_start", "on_train_batch", "on_train_log", "on_train_epoch_end",
     "on_validation_end", "on_checkpoint_saved", "on_epoch_end", "on_fit_end", "on_test_end", "on_exception",
 )
 
@@ -75,11 +75,16 @@ class Callback:
     def on_train_batch(self, loop, control, batch):
         """A training batch's loss is computed (`batch`: its 0-based index in the epoch)."""
 
+    def on_train_log(self, loop, control, loss, lr):
+        """Every `log_every_steps` optimizer steps: the mean batch `loss` since the last one, and `lr`
+        (the step is `loop.global_step`)."""
+
     def on_train_epoch_end(self, loop, control, losses):
         """The epoch's training ended; `losses`: its loss (a float, or a tuple of parts)."""
 
     def on_validation_end(self, loop, control, metrics, score):
-        """A validation ended; best.pth is already saved if it improved."""
+        """A validation ended; best.pth is already saved if it improved. With `eval_every_steps` it
+        may fall within an epoch: `loop.global_step` is its step, `loop.epoch` the epoch training."""
 
     def on_checkpoint_saved(self, loop, control, path, kind):
         """A checkpoint was written whole at `path`; `kind`: "best" or "last"."""

@@ -5,6 +5,14 @@
 
 Epoch -1 (the initial validation) is the first line. A resumed run first drops the lines of
 epochs it is about to train again, so every epoch appears once, as in TensorBoard.
+
+With `eval_every_steps` each validation is a line of its own, written when it ends, with the
+epoch it fell in and its optimizer step; the epoch's line then has its step and no validation:
+
+    {"epoch": 0, "step": 200, "score": 0.05, "valid": {...}, "best_epoch": 0, "best_step": 200, "time": ...}
+    {"epoch": 0, "step": 388, "lr": 0.001, "loss": 1201.3, "losses": null, "best_epoch": 0, "seconds": 51.2, ...}
+
+A run resumed within an epoch keeps every line up to the step it resumes at.
 """
 
 from __future__ import annotations
@@ -24,14 +32,21 @@ class HistoryWriter(Callback):
     def __init__(self, path: Path):
         self.path = Path(path)
         self._row: dict = {}
-        self._started = 0.0
+        self._started = self._elapsed = 0.0
+        self._fresh = True
 
     def on_fit_start(self, loop, control):
         # a fresh start validates epoch -1 again, so it drops that line too
-        self._drop_epochs_from(loop.start_epoch if loop.start_epoch > 0 else -1)
+        within_epoch = loop.start_batch > 0
+        self._drop_epochs_from(loop.start_epoch if loop.start_epoch > 0 or within_epoch else -1,
+                               loop.global_step if within_epoch or loop.start_epoch > 0 else None)
+        self._fresh = loop.start_epoch == 0 and not within_epoch
 
     def on_epoch_start(self, loop, control):
-        if loop.epoch == 0 and loop.initial_valid_result is not None:
+        if getattr(loop, "start_batch", 0) and self._row.get("epoch") == loop.epoch:  # resumed within it: its row goes on
+            self._started = time.perf_counter() - self._elapsed
+            return
+        if loop.epoch == 0 and self._fresh and loop.initial_valid_result is not None:
             self._append({"epoch": -1, "valid": _floats(loop.initial_valid_result)})
         self._row = {"epoch": loop.epoch, "lr": loop.optimizer.param_groups[0]["lr"]}
         self._started = time.perf_counter()
@@ -41,22 +56,38 @@ class HistoryWriter(Callback):
         self._row.update(loss=float(total_loss(losses)), losses=parts)
 
     def on_validation_end(self, loop, control, metrics, score):
-        self._row.update(score=float(score), valid=_floats(metrics))
+        if getattr(loop, "eval_every_steps", None) is None:
+            self._row.update(score=float(score), valid=_floats(metrics))
+            return
+        self._append({"epoch": loop.epoch, "step": loop.global_step, "score": float(score), "valid": _floats(metrics),
+                      "best_epoch": loop.best_epoch, "best_step": loop.best_step})
 
     def on_epoch_end(self, loop, control):
+        if getattr(loop, "eval_every_steps", None) is not None:
+            self._row["step"] = loop.global_step
         self._row.update(best_epoch=loop.best_epoch, seconds=round(time.perf_counter() - self._started, 3))
         self._append(self._row)
+
+    def state_dict(self) -> dict:
+        """The epoch's line so far (its learning rate, its time), for a resume within the epoch."""
+        return {"row": dict(self._row), "elapsed": time.perf_counter() - self._started if self._started else 0.0}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._row, self._elapsed = dict(state.get("row") or {}), float(state.get("elapsed") or 0.0)
 
     def _append(self, row: dict) -> None:
         row = {**row, "time": datetime.now(timezone.utc).isoformat(timespec="seconds")}
         with self.path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(row, allow_nan=True) + "\n")
 
-    def _drop_epochs_from(self, epoch: int) -> None:
+    def _drop_epochs_from(self, epoch: int, step: int | None = None) -> None:
+        """Keep the lines before `epoch`, and the step validations up to `step` (a resume within an epoch)."""
         if not self.path.exists():
             return
-        kept = [line for line in self.path.read_text(encoding="utf-8").splitlines()
-                if _complete(line) and json.loads(line)["epoch"] < epoch]
+        rows = [(line, json.loads(line)) for line in self.path.read_text(encoding="utf-8").splitlines()
+                if _complete(line)]
+        kept = [line for line, row in rows
+                if row["epoch"] < epoch or ("valid" in row and step is not None and row.get("step", step + 1) <= step)]
         write_text_atomic(self.path, "".join(line + "\n" for line in kept))
 
 

@@ -35,12 +35,17 @@ class LoopView:
     best_valid_score = _from_state("best_valid_score", "valid_metric at best_epoch.")
     best_valid_result = _from_state("best_valid_result", "Every validation metric at best_epoch.")
     initial_valid_result = _from_state("initial_valid_result", "Epoch -1: the untrained model's metrics.")
+    global_step = _from_state("global_step", "Optimizer steps taken so far (recrunner.training.steps).")
+    best_step = _from_state("best_step", "global_step at the validation best.pth holds.")
 
     config = _from_trainer("config", "RecBole's resolved Config of the run (read it, never change it).")
     hparams = _from_trainer("hparams", "The run's identifying parameters: its HParams row.")
     epochs = _from_trainer("epochs", "The cap on epochs (`epochs`).")
     start_epoch = _from_trainer("start_epoch", "The first epoch this fit trains (> 0: a resumed run).")
     eval_step = _from_trainer("eval_step", "Validation every eval_step epochs (0: none).")
+    start_batch = _from_trainer("start_batch", "The batch of start_epoch this fit starts at (> 0: resumed within it).")
+    eval_every_steps = property(lambda self: self._trainer.steps.eval_every,
+                                doc="Validation every N optimizer steps (None: every eval_step epochs).")
     batches_per_epoch = _from_trainer("batches_per_epoch", "Training batches per epoch.")
     steps_per_epoch = _from_trainer("steps_per_epoch", "Optimizer steps per epoch (batches / accumulation).")
     non_finite_batch = _from_trainer("non_finite_batch", "This epoch's first batch with a non-finite loss, else None.")

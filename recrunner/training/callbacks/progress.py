@@ -9,6 +9,10 @@ epoch trains, so a long epoch is never silent and a short one adds nothing:
 
     epoch 3/300: batch 160/388 (41%), 3.07 batch/s, epoch left 1m14s, run left ≤5h01m
 
+With `eval_every_steps` (docs/long-epochs.md) the line also has the optimizer step and the time to
+the next validation: `epoch 3/300: batch 160/388 (41%), step 1324, 3.07 batch/s, epoch left 1m14s,
+next validation in 25s, run left ≤5h01m`.
+
 "run left" is the mean time of the epochs trained so far (validation included) times the epochs
 still allowed; early stopping can only make it shorter. Console log lines go through tqdm while
 the bar is open, so they do not break it. RecBole's numbers are untouched: this only observes.
@@ -43,15 +47,32 @@ def run_left(epoch_seconds: list[float], epochs_left: int) -> float | None:
     return sum(epoch_seconds) / len(epoch_seconds) * max(epochs_left, 0)
 
 
-def progress_line(epoch: int, epochs: int, done: int, total: int, seconds: float, run_seconds: float | None) -> str:
-    """The log line of a training epoch in progress (pure)."""
-    rate = done / seconds if seconds > 0 else 0.0
+def progress_line(epoch: int, epochs: int, done: int, total: int, seconds: float, run_seconds: float | None,
+                  *, trained: int | None = None, step: int | None = None, next_validation: int | None = None) -> str:
+    """The log line of a training epoch in progress (pure). `trained`: batches this process trained
+    of the `done` (fewer after a resume within the epoch); `step`: the optimizer step, shown with
+    the batches to `next_validation` (eval_every_steps) as a time at this pace."""
+    trained = done if trained is None else trained
+    rate = trained / seconds if seconds > 0 else 0.0
     parts = [f"epoch {epoch}/{epochs}: batch {done}/{total} ({100 * done // max(total, 1)}%)", f"{rate:.2f} batch/s"]
+    if step is not None:
+        parts.insert(1, f"step {step}")
     if rate > 0:
         parts.append(f"epoch left {duration((total - done) / rate)}")
+    if rate > 0 and next_validation is not None:
+        parts.append(f"next validation in {duration(next_validation / rate)}")
     if run_seconds is not None:
         parts.append(f"run left ≤{duration(run_seconds)}")
     return ", ".join(parts)
+
+
+def _steps(loop) -> dict:
+    """The step and the batches to the next step validation, where the run validates by steps."""
+    every = getattr(loop, "eval_every_steps", None)
+    if every is None:
+        return {}
+    per_step = (loop.batches_per_epoch or 1) / max(loop.steps_per_epoch or 1, 1)
+    return {"step": loop.global_step, "next_validation": round((every - loop.global_step % every) * per_step)}
 
 
 class ProgressBar(Callback):
@@ -64,7 +85,7 @@ class ProgressBar(Callback):
         self._redirect = contextlib.ExitStack()
         self._epoch_seconds: list[float] = []
         self._epoch_started = self._last_line = 0.0
-        self._done = 0
+        self._done, self._first = 0, None
 
     def on_fit_start(self, loop, control):
         stream = self.stream if self.stream is not None else sys.stderr
@@ -80,7 +101,7 @@ class ProgressBar(Callback):
 
     def on_epoch_start(self, loop, control):
         self._epoch_started = self._last_line = time.perf_counter()
-        self._done = 0
+        self._done, self._first = 0, None
         if self.bar is not None:
             self.bar.reset(total=loop.batches_per_epoch or None)
             self.bar.set_description(f"{loop.config['model']} on {loop.config['dataset']} "
@@ -88,21 +109,26 @@ class ProgressBar(Callback):
 
     def on_train_batch(self, loop, control, batch):
         self._done = batch + 1
+        self._first = batch if self._first is None else self._first
         if self.bar is not None:
-            self.bar.update(1)
+            self.bar.update(self._done - self.bar.n)
             return
         now = time.perf_counter()
         if now - self._last_line >= self.every:
             self._last_line = now
             left = run_left(self._epoch_seconds, loop.epochs - loop.epoch - 1)
             logger.info(progress_line(loop.epoch, loop.epochs, self._done, loop.batches_per_epoch or 0,
-                                      now - self._epoch_started, left))
+                                      now - self._epoch_started, left, trained=self._done - self._first,
+                                      **_steps(loop)))
 
     def on_train_epoch_end(self, loop, control, losses):
         self._postfix(loss=f"{total_loss(losses):.4g}")
 
     def on_validation_end(self, loop, control, metrics, score):
-        self._postfix(score=f"{score:.4g}", best=loop.best_epoch)
+        if getattr(loop, "eval_every_steps", None) is None:
+            self._postfix(score=f"{score:.4g}", best=loop.best_epoch)
+        else:  # validation by steps: where it was, and the best step
+            self._postfix(step=loop.global_step, score=f"{score:.4g}", best=f"step {loop.best_step}")
 
     def on_epoch_end(self, loop, control):
         self._epoch_seconds.append(time.perf_counter() - self._epoch_started)

@@ -69,8 +69,18 @@ def storage_of(url: str):
     return JournalStorage(JournalFileBackend(url, lock_obj=JournalFileOpenLock(url)))
 
 
+def _steps_per_epoch(loop) -> int:
+    """1 where the run validates by epochs; its optimizer steps per epoch where it validates by steps."""
+    return max(1, loop.steps_per_epoch or 1) if loop.eval_every_steps else 1
+
+
+def _trained(loop) -> int:
+    return loop.global_step if loop.eval_every_steps else loop.epoch + 1
+
+
 class OptunaPruning(Callback):
-    """Reports `valid_metric` at each validation (step = epochs trained) and requests a stop when pruned."""
+    """Reports `valid_metric` at each validation (step = epochs trained, or optimizer steps where the
+    run validates every `eval_every_steps`) and requests a stop when pruned."""
 
     order = 20  # after early stopping: a stop it requests is its own
 
@@ -82,9 +92,10 @@ class OptunaPruning(Callback):
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+        unit = _steps_per_epoch(loop)  # step validations report steps: budgets in epochs become steps
         study = optuna.load_study(study_name=self.ref.study, storage=storage_of(self.ref.storage),
-                                  pruner=make_pruner(self.ref.pruner, max_epochs=self.ref.max_epochs,
-                                                     trials=self.ref.trials, after=self.ref.after))
+                                  pruner=make_pruner(self.ref.pruner, max_epochs=self.ref.max_epochs * unit,
+                                                     trials=self.ref.trials, after=self.ref.after * unit))
         self._trial = optuna.trial.Trial(study, self.ref.trial_id)
 
     def on_validation_end(self, loop, control, metrics, score):
@@ -94,8 +105,9 @@ class OptunaPruning(Callback):
 
         with warnings.catch_warnings():  # a resumed trial reports its epochs again: optuna keeps the first
             warnings.simplefilter("ignore")
-            self._trial.report(float(score), loop.epoch + 1)  # step: epochs trained
+            self._trial.report(float(score), _trained(loop))  # step: epochs (or optimizer steps) trained
         if self._trial.should_prune():
-            control.pruned = (f"pruned at epoch {loop.epoch} by the {self.ref.pruner} pruner "
+            at_step = f" step {loop.global_step}" if loop.eval_every_steps else ""
+            control.pruned = (f"pruned at epoch {loop.epoch}{at_step} by the {self.ref.pruner} pruner "
                               f"({loop.config['valid_metric'].lower()} {float(score):.4f})")
             control.should_stop = True

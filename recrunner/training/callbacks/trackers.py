@@ -34,10 +34,14 @@ class MetricLogger(Callback):
         self.run_name = run_name
         self.module = None
         self._epoch_lr = None
+        self._epoch_valid = None  # with eval_every_steps: the epoch's newest validation, for the epoch axis
 
     # -- what a logger implements
     def start(self, loop, params: dict): ...
     def log(self, scalars: dict, step: int): ...
+    def log_steps(self, scalars: dict, step: int):
+        """Scalars on the optimizer-step axis (Valid-step/, Train-step/)."""
+        self.log(scalars, step)
     def log_summary(self, scalars: dict, step: int):
         """Best_Valid/ and Test/: steps before the newest epoch's (W&B keeps them apart)."""
         self.log(scalars, step)
@@ -57,14 +61,34 @@ class MetricLogger(Callback):
         self.log(tags.validation(metrics, score), -1)
 
     def on_epoch_start(self, loop, control):
-        self._epoch_lr = loop.optimizer.param_groups[0]["lr"]  # the rate this epoch trains with
+        if not (getattr(loop, "start_batch", 0) and self._epoch_lr is not None):  # resumed within it: kept
+            self._epoch_lr = loop.optimizer.param_groups[0]["lr"]  # the rate this epoch trains with
 
     def on_train_epoch_end(self, loop, control, losses):
         reported = losses if getattr(loop, "reports_loss", True) else None  # a booster has no loss
         self.log(tags.train(reported, self._epoch_lr), loop.epoch)
 
     def on_validation_end(self, loop, control, metrics, score):
-        self.log(tags.validation(metrics, score), loop.epoch)
+        if getattr(loop, "eval_every_steps", None) is None:
+            self.log(tags.validation(metrics, score), loop.epoch)
+            return
+        self.log_steps(tags.validation(metrics, score, prefix="Valid-step"), loop.global_step)
+        self._epoch_valid = tags.validation(metrics, score)
+
+    def on_train_log(self, loop, control, loss, lr):
+        self.log_steps(tags.train_steps(loss, lr), loop.global_step)
+
+    def on_epoch_end(self, loop, control):
+        if self._epoch_valid is not None:
+            self.log(self._epoch_valid, loop.epoch)
+            self._epoch_valid = None
+
+    def state_dict(self) -> dict:
+        """What the epoch in progress has gathered, for a resume within it."""
+        return {"epoch_lr": self._epoch_lr, "epoch_valid": self._epoch_valid}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._epoch_lr, self._epoch_valid = state.get("epoch_lr"), state.get("epoch_valid")
 
     def on_fit_end(self, loop, control):
         best_step = loop.best_epoch if loop.best_epoch is not None else -1
@@ -99,6 +123,10 @@ class TensorBoardLogger(MetricLogger):
         for tag, value in scalars.items():
             self.writer.add_scalar(tag, value, step)
 
+    def log_steps(self, scalars, step):
+        for tag, value in scalars.items():
+            self.writer.add_step_scalar(tag, value, step)
+
     def on_fit_end(self, loop, control):
         super().on_fit_end(loop, control)
         if getattr(loop, "reports_hparams", True):  # a pre-training stage is part of its run, not a row
@@ -120,6 +148,9 @@ class WandbLogger(MetricLogger):
     def log(self, metrics, step):
         if self.run is not None and step >= 0:  # W&B steps start at 0
             self.run.log(metrics, step=step)
+
+    def log_steps(self, metrics, step):
+        """W&B has one step axis, the epochs: step scalars go to TensorBoard and MLflow only."""
 
     def log_summary(self, metrics, step):
         if self.run is not None:  # W&B drops a step older than the newest one it has
