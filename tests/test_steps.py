@@ -124,6 +124,7 @@ STOPPER = textwrap.dedent("""
     from recrunner import Callback, Experiment, Workspace, run_experiment
 
     spec = json.loads(sys.argv[1])
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as on a terminal: CI may start us with it ignored
 
     class SignalAtBatch(Callback):
         seen = 0
@@ -210,9 +211,17 @@ def test_a_model_fitted_in_one_pass_says_step_schedules_act_at_epoch_ends(worksp
 
 
 def test_a_held_stop_waits_for_the_boundary_and_a_second_one_does_not():
-    import os
-
     from recrunner.core.interrupts import HeldStops
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as on a terminal (CI may ignore it)
+    try:
+        _held_stops(HeldStops)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _held_stops(HeldStops):
+    import os
 
     with pytest.raises(KeyboardInterrupt):
         with HeldStops() as stops:
