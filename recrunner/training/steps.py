@@ -136,21 +136,22 @@ class StepLoop:
         self._interval = [0.0, 0]     # loss sum and batches since the last log_every_steps line
         self._clock = self._last_checkpoint = time()
         self._fit_args = None         # (valid_data, verbose, saved, show_progress, callback_fn) of this fit
+        self._has_boundaries = False  # whether this trainer's epochs can stop between steps (fit decides)
 
     def _check_step_support(self):
-        reason = steps_unsupported(self) if self.steps.active else None
-        if reason:
+        reason = steps_unsupported(self)
+        self._has_boundaries = reason is None  # decided once per fit: every epoch of it reads this
+        if reason and self.steps.active:
             self.logger.warning(f"step schedules: {reason}; eval_every_steps, checkpoint_every_steps, "
                                 "checkpoint_every_minutes and log_every_steps act at epoch ends only")
             self.steps = StepSchedule()
-        return reason is None
 
     def _step_batches(self, train_data, epoch_idx):
         """What RecBole's epoch iterates: the loader itself, or Batches where this trainer can act in an epoch."""
         self._epoch_start_batch, self.start_batch = self.start_batch, 0
         self._steps_counted = self._epoch_start_batch // self.accumulation_steps
         self._running_loss = None
-        if self._epoch_start_batch == 0 and steps_unsupported(self) is not None:
+        if self._epoch_start_batch == 0 and not self._has_boundaries:
             return train_data
         return Batches(train_data, self, epoch_idx)
 
