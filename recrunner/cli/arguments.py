@@ -36,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="recrunner's YAML layers (default: ./configs, else the one beside the package)")
     parser.add_argument("--fast", action="store_true",
                         help="fast mode: compiled, reduced precision; not bit-identical to RecBole (docs/fast.md)")
+    parser.add_argument("--nproc", type=_positive, default=None, metavar="N",
+                        help="train each run in N processes (data parallel; one GPU each with --gpus; docs/distributed.md)")
     parser.add_argument("--restart", action="store_true", help="train again from scratch instead of resuming")
     parser.add_argument("--resume-from", type=Path, default=None, metavar="PATH",
                         help="continue from this last.pth / epoch-N.pth")
@@ -128,5 +130,5 @@ def sweep_options(args):
     from ..sweep import SweepOptions
 
     return SweepOptions(workers=args.workers, backend=args.backend, ray_address=args.ray_address, gpus=args.gpus,
-                        threads=args.threads, retries=args.retries, restart=args.restart,
+                        nproc=args.nproc or 1, threads=args.threads, retries=args.retries, restart=args.restart,
                         stale_after=args.stale_after, console=not args.quiet, started=args.started)

@@ -18,6 +18,36 @@ def run_command(args) -> int:
     from ..seams.environment import prepare_environment
 
     prepare_environment()  # a missing RecBole or pandas 3: one line before anything imports RecBole
+    world = _under_torchrun(args)
+    if world is not None and world.rank != 0:
+        from ..sweep.distributed import follow_sweep
+
+        return follow_sweep(world)  # rank 0 runs the sweep and hands each cell over
+    try:
+        return _run(args)
+    finally:
+        if world is not None:
+            from ..sweep.distributed import hand_over
+
+            hand_over(world, None)  # the sweep is over: the other processes exit
+
+
+def _under_torchrun(args):
+    """This process's World when torchrun started the command; --nproc then is torchrun's process count."""
+    from ..sweep.distributed import torchrun_world
+
+    world = torchrun_world()
+    if world is None:
+        return None
+    if args.nproc not in (None, world.size):
+        raise ConfigError(f"--nproc {args.nproc} but torchrun started {world.size} processes; leave --nproc out")
+    if args.workers != 1 or args.backend != "local":
+        raise ConfigError("under torchrun the processes train one run at a time: leave out --workers and --backend")
+    args.nproc = world.size
+    return world
+
+
+def _run(args) -> int:
     request = request_of(args)
     grid, overrides = grid_of(request)
     name = sweep_name(request, grid)
@@ -30,7 +60,7 @@ def run_command(args) -> int:
         return run_search(args, cells_of(request, grid, overrides, search.final_seeds), name, search, workspace_of(args))
     cells = cells_of(request, grid, overrides)
     record = OutputPaths(args.output).sweep(name).record
-    if not args.dry_run and forkserver.serves(args.backend, args.workers, args.gpus) and \
+    if not args.dry_run and (forkserver.serves(args.backend, args.workers, args.gpus) or (args.nproc or 1) > 1) and \
             may_have_work(record, cells, restart=args.restart, resume_from=args.resume_from):
         forkserver.start()  # it imports torch and RecBole while this process does the same
     return _plan_and_run(args, cells, name)
@@ -42,6 +72,9 @@ def _plan_and_run(args, cells, name) -> int:
 
     if args.gpus and args.backend == "local":
         check_gpus(args.gpus)
+        if len(args.gpus) < (args.nproc or 1):
+            raise ConfigError(f"--nproc {args.nproc} trains each run on {args.nproc} GPUs, --gpus gives "
+                              f"{len(args.gpus)}; name at least {args.nproc}")
     workspace = workspace_of(args)
     planned = plan(cells, workspace, name, command=args.command)
     if args.dry_run:
@@ -55,9 +88,13 @@ def _plan_and_run(args, cells, name) -> int:
 
 def request_of(args) -> SweepRequest:
     return SweepRequest(grid_file=args.grid, models=tuple(args.model or ()), datasets=tuple(args.dataset or ()),
-                        config_files=tuple(args.config_file), set_options=(("fast=true",) if args.fast else ()) + tuple(args.set),
-                        name=args.name,
-                        output=args.output, resume_from=args.resume_from)
+                        config_files=tuple(args.config_file),
+                        set_options=(("fast=true",) if args.fast else ()) + _processes(args) + tuple(args.set),
+                        name=args.name, output=args.output, resume_from=args.resume_from)
+
+
+def _processes(args) -> tuple:
+    return (f"nproc={args.nproc}",) if (getattr(args, "nproc", None) or 1) > 1 else ()
 
 
 def _sweep(name, planned, workspace, args) -> int:

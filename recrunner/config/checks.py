@@ -30,6 +30,7 @@ _AT_LEAST_ONE = {"epochs", "train_batch_size", "eval_batch_size", "checkpoint_ev
                  "eval_every_steps", "checkpoint_every_steps", "log_every_steps",
                  "n_heads", "num_heads", "MAX_ITEM_LIST_LENGTH", "save_total_limit", "topk"}
 _WHOLE_STEPS = {"eval_every_steps", "checkpoint_every_steps", "log_every_steps"}  # recrunner.training.steps
+_WHOLE = {"nproc": "nproc counts processes"} | {key: f"{key} counts optimizer steps" for key in _WHOLE_STEPS}
 _NOT_NEGATIVE = {"stopping_step", "eval_step", "n_layers", "num_layers", "weight_decay", "lr_warmup",
                  "early_stop_min_delta", "clip_grad_norm.max_norm"}
 
@@ -42,8 +43,8 @@ def impossible_values(params: Mapping[str, Any]) -> list[str]:
             continue
         name = key.rsplit(".", 1)[-1]
         numbers = value if isinstance(value, list) else [value]
-        if key in _WHOLE_STEPS and not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in numbers):
-            problems.append(f"{key} counts optimizer steps: a whole number >= 1, got {value!r}")
+        if key in _WHOLE and not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in numbers):
+            problems.append(f"{_WHOLE[key]}: a whole number >= 1, got {value!r}")
             continue
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in numbers):
             if key == "learner" and str(value).lower() not in LEARNERS:
@@ -63,7 +64,7 @@ def impossible_values(params: Mapping[str, Any]) -> list[str]:
             problems.append(f"{key} must be a whole number >= 1, got {value!r}")
         elif key in _NOT_NEGATIVE and any(v < 0 for v in numbers):
             problems.append(f"{key} must be >= 0, got {value!r}")
-        elif key in ("learning_rate", "checkpoint_every_minutes") and any(v <= 0 for v in numbers):
+        elif key in ("learning_rate", "checkpoint_every_minutes", "ddp_timeout") and any(v <= 0 for v in numbers):
             problems.append(f"{key} must be > 0, got {value!r}")
         elif "dropout" in name and any(not 0 <= v < 1 for v in numbers):
             problems.append(f"{key} is a probability: it must be in [0, 1), got {value!r}")

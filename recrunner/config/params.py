@@ -20,7 +20,7 @@ from ..core.errors import ConfigError
 
 # Keys RecBole sets itself or reads without shipping a default for them.
 RECBOLE_DERIVED_KEYS = frozenset({
-    "model", "dataset", "device", "single_spec", "local_rank", "world_size", "nproc", "offset",
+    "model", "dataset", "device", "single_spec", "local_rank", "world_size", "offset",
     "ip", "port", "config_files", "MODEL_TYPE", "MODEL_INPUT_TYPE", "eval_type", "eval_neg_sample_args",
     "valid_neg_sample_args", "test_neg_sample_args", "is_pretrain", "pretrain_path", "save_step",
     "train_stage", "pre_model_path", "kg_reverse_r",
@@ -55,6 +55,8 @@ RECRUNNER_DEFAULTS: dict[str, Any] = {
     "fast": False,                      # fast mode: compiled, reduced precision (docs/fast.md); off: exact
     "fast_precision": "auto",           # auto | bf16 | fp16 | fp32: autocast dtype in fast mode
     "fast_compile": "auto",             # auto | true | false: torch.compile in fast mode
+    "nproc": 1,                         # processes (one per GPU) that train the run together (docs/distributed.md)
+    "ddp_timeout": 300,                 # seconds a process waits for the others before the run fails
 }
 RECRUNNER_KEYS = frozenset(RECRUNNER_DEFAULTS)
 
@@ -63,7 +65,7 @@ RECRUNNER_KEYS = frozenset(RECRUNNER_DEFAULTS)
 NOT_IDENTITY_KEYS = frozenset({
     "progress_bar", "progress_every", "show_progress", "checkpoint_every", "save_total_limit", "data_cache",
     "checkpoint_every_steps", "checkpoint_every_minutes", "log_every_steps",
-    "trackers", "mlflow_tracking_uri", "mlflow_experiment", "wandb_project", "log_wandb", "state", "detect_anomaly",
+    "trackers", "mlflow_tracking_uri", "mlflow_experiment", "wandb_project", "log_wandb", "state", "detect_anomaly", "ddp_timeout",
 })
 
 # RecBole keys that take one string or a list of them (a preset may give the string form)

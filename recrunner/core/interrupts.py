@@ -102,4 +102,6 @@ class HeldStops:
         """Meet the held signal's own handler (it raises KeyboardInterrupt or RunInterrupted)."""
         signum, self.pending = self.pending, None
         self._release()
+        if signum is None:  # another process of a data-parallel run was stopped (training.steps)
+            raise KeyboardInterrupt
         self._handlers[signum](signum, None)

@@ -32,6 +32,8 @@ from .preparation import Experiment, PreparedRun, Workspace, prepare
 from .provenance import provenance
 from .record import RunRecord, Status
 from .result import RunResult
+from ..training import distributed
+from .distributed import check_processes, follower_config, reseed_process, tell
 from .resume import ResumePoint, StartOver, bring_best_checkpoint, check_request, resume_point
 from ..core.files import write_config
 from .runlog import run_logging
@@ -39,7 +41,7 @@ from ..seams.models import model_class as recbole_model_class
 from ..seams.models import repair_model
 from .hparams_columns import write_experiment
 from ..training.fast import share_compile_cache
-from ..training.tensorboard import RunWriter
+from ..training.tensorboard import NullWriter, RunWriter
 
 __all__ = ["Experiment", "PreparedRun", "RunResult", "Workspace", "prepare", "run_experiment"]
 
@@ -54,6 +56,10 @@ def run_experiment(experiment: Experiment, workspace: Workspace, *, restart: boo
     is replaced only with `restart`, and only once the new run has begun (resume.StartOver).
     """
     prepared = prepare(experiment, workspace)
+    world = distributed.current()  # one of a data-parallel run's processes (recrunner.run.distributed)
+    check_processes(prepared, world)
+    if world is not None and not world.writes:
+        return follow(prepared, workspace, world, callbacks)
     paths = prepared.paths
     previous = RunRecord.read(paths.metrics)
     resume_state = check_request(paths, previous and previous.status, prepared.config["model"], experiment.dataset,
@@ -65,6 +71,7 @@ def run_experiment(experiment: Experiment, workspace: Workspace, *, restart: boo
                 "pass --restart to train it again, or --name for a new sweep"
             )
         if previous.status.finished and resume_from is None:
+            tell(world, None)  # the other processes have nothing to train
             return RunResult.from_record(paths.run_dir, previous, skipped=True)
     with StartOver(paths, workspace.set_aside(paths.run_dir), enabled=restart) as start_over:
         paths.create()
@@ -80,6 +87,7 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
     write_config(paths.config, to_plain(config.final_config_dict))
     record.write(paths.metrics)
     resume = _resume_point(paths, resume_from, resume_state)
+    tell(distributed.current(), ("train", resume))  # the other processes resume from the same checkpoint
     writer = RunWriter(paths.run_dir, purge_step=resume.epoch + 1 if resume else None, group=prepared.group,
                        step_purge=resume.step + 1 if resume else None)
     status, error, trainer = Status.FAILED, None, None
@@ -99,6 +107,9 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
         status, error = Status.INTERRUPTED, "interrupted; run the same command again to resume from last.pth"
         logger.warning(error)
         raise RunInterrupted(f"{config['model']} on {config['dataset']} interrupted; the same command resumes it")
+    except distributed.PeerLost as exc:  # another process of the run stopped; the launcher names why
+        status, error = Status.INTERRUPTED, one_line(exc)
+        logger.error(f"run stopped: {error}")
     except RecrunnerError as exc:  # a failure recrunner understood: its message says it all
         error = one_line(exc)
         logger.error(f"run failed: {error}")
@@ -109,6 +120,25 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
         with deferred():  # a stop that arrives now waits until the record is whole
             _finish_record(prepared, workspace, record, writer, status, error, trainer)
     return RunResult.from_record(paths.run_dir, record)
+
+
+def follow(prepared: PreparedRun, workspace: Workspace, world, callbacks=()) -> RunResult | None:
+    """A data-parallel run's process other than rank 0: rank 0's flowchart, every collective in the
+    same order, writing nothing (rank 0 records the run; its result is rank 0's)."""
+    decision = world.share(None)
+    if decision is None:  # rank 0 found the run finished
+        return None
+    resume = decision[1]
+    follower_config(prepared.config)
+    logging.getLogger().addHandler(logging.NullHandler())  # rank 0 logs the run; failures here are raised
+    train_data, valid_data, test_data = _load_data_recorded(prepared, workspace, RunRecord())
+    trainer = _build_trainer(prepared, None, train_data, NullWriter(), callbacks)
+    if resume:
+        trainer.resume_checkpoint(resume[0])
+    trainer.fit(train_data, valid_data, saved=True, show_progress=False)
+    if not trainer.control.pruned:
+        trainer.test(test_data)
+    return None
 
 
 def _resume_point(paths, resume_from, resume_state) -> ResumePoint | None:
@@ -137,6 +167,8 @@ def _load_data_recorded(prepared: PreparedRun, workspace: Workspace, record: Run
     started = time.perf_counter()
     loaders = _load_data(config, workspace)
     record.data_seconds = round(time.perf_counter() - started, 3)
+    if distributed.current() is not None:
+        record.provenance["processes"] = distributed.current().size
     record.protocol = protocol.card(config, *(loader and loader._dataset for loader in loaders))
     for warning in protocol.warnings(record.protocol):
         logger.warning(warning)
@@ -183,8 +215,10 @@ def _build_trainer(prepared: PreparedRun, run_dir: Path, train_data, writer, cal
     model_class = recbole_model_class(config["model"], detect_anomaly=setting(config, "detect_anomaly"))
     model = repair_model(model_class(config, train_data._dataset).to(config["device"]))
     logger.info(model, extra={"file_only": True})
-    return prepared.trainer_class(config, model, writer=writer, callbacks=callbacks, hparams=prepared.hparams,
-                                  run_dir=run_dir)
+    trainer = prepared.trainer_class(config, model, writer=writer, callbacks=callbacks, hparams=prepared.hparams,
+                                     run_dir=run_dir)
+    reseed_process(config)  # a data-parallel run's processes: one model, then each its own random stream
+    return trainer
 
 
 def _run_pretraining_stages(prepared: PreparedRun, workspace: Workspace, callbacks) -> None:

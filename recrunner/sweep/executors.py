@@ -16,6 +16,7 @@ from dataclasses import replace
 from . import forkserver
 from ..core.errors import ConfigError
 from ..run.result import RunResult
+from .distributed import requested_processes
 from .worker import Task, child_main, on_gpu, ray_entry, run_task
 
 
@@ -46,19 +47,20 @@ class InProcess:
 class LocalProcesses:
     """--workers N: up to N cells at once, each in a fresh process with its share of CPU threads."""
 
-    def __init__(self, workers: int, gpus: tuple[int, ...] = ()):
+    def __init__(self, workers: int, gpus: tuple[int, ...] = (), gpus_per_cell: int = 1):
         self.workers = workers
         self.free_gpus = list(gpus)
         self.use_gpus = bool(gpus)
-        self.active: dict = {}  # key -> (process, connection, gpu)
+        self.gpus_per_cell = gpus_per_cell  # --nproc N: a cell's N processes, one GPU each
+        self.active: dict = {}  # key -> (process, connection, its GPUs)
 
     def free_slots(self) -> int:
         slots = self.workers - len(self.active)
-        return min(slots, len(self.free_gpus)) if self.use_gpus else slots
+        return min(slots, len(self.free_gpus) // self.gpus_per_cell) if self.use_gpus else slots
 
     def submit(self, key, task: Task) -> None:
-        gpu = self.free_gpus.pop(0) if self.use_gpus else None
-        task = on_gpu(task, [gpu] if gpu is not None else [])
+        gpu = [self.free_gpus.pop(0) for _ in range(self.gpus_per_cell)] if self.use_gpus else None
+        task = on_gpu(task, gpu or [])
         receiver, sender = forkserver.context().Pipe()  # duplex: the worker sees this end close (worker.py)
         process = forkserver.context().Process(target=child_main, args=(task, sender), name=f"recrunner-cell-{key}")
         process.start()
@@ -86,7 +88,7 @@ class LocalProcesses:
             receiver.close()
             del self.active[key]
             if gpu is not None:
-                self.free_gpus.append(gpu)
+                self.free_gpus.extend(gpu)
             done.append((key, result))
         return done
 
@@ -127,13 +129,17 @@ class RayCluster:
         cpus = int(ray.cluster_resources().get("CPU", 1))
         self.slots = workers or max(1, cpus // max(1, threads))
         self.remote = ray.remote(max_calls=1, num_cpus=threads, num_gpus=gpus_per_cell)(ray_entry)
+        self.threads, self.gpus_per_cell = threads, gpus_per_cell
         self.active: dict = {}  # ObjectRef -> key
 
     def free_slots(self) -> int:
         return self.slots - len(self.active)
 
     def submit(self, key, task: Task) -> None:
-        self.active[self.remote.remote(task)] = key
+        processes = requested_processes(task)  # --nproc N: the cell's N processes on one node, N GPUs where used
+        remote = self.remote if processes == 1 else self.remote.options(
+            num_cpus=self.threads * processes, num_gpus=self.gpus_per_cell * processes)
+        self.active[remote.remote(task)] = key
 
     def wait(self, timeout: float) -> list:
         if not self.active:

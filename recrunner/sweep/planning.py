@@ -10,6 +10,7 @@ from typing import Any
 from ..config.params import setting
 from ..data.cache import data_key
 from ..core.errors import ConfigError
+from ..run.distributed import check_data_parallel
 from ..run.experiment import Experiment, Workspace, prepare
 from .grid import Cell, swept_parameters
 
@@ -45,6 +46,7 @@ def plan_one(cell: Cell, workspace: Workspace, sweep: str, id_keys, command: str
     item = PlannedCell(cell, experiment)
     try:
         prepared = prepare(experiment, workspace)
+        check_data_parallel(prepared)  # a run that cannot train in its nproc processes says so now
         item.cell_id = "/".join(prepared.paths.run_dir.relative_to(workspace.output_dir / sweep.split("/")[0]).parts)
         item.run_dir, item.config = prepared.paths.run_dir, prepared.config
         item.data_key = data_key(prepared.config) if setting(prepared.config, "data_cache") else item.cell_id

@@ -38,6 +38,7 @@ class SweepOptions:
     backend: str = "local"            # local | ray
     ray_address: str | None = None
     gpus: tuple[int, ...] = ()
+    nproc: int = 1                    # processes per cell (--nproc): with --gpus, one GPU each
     threads: int | None = None        # CPU threads per cell; default: cores // workers
     retries: int = 0
     restart: bool = False
@@ -262,7 +263,7 @@ class _Sweep:
             return RayCluster(options.workers if options.workers > 1 else None, options.ray_address, self._threads(),
                               gpus_per_cell=1 if options.gpus else 0)
         if forkserver.serves(options.backend, options.workers, options.gpus):
-            return LocalProcesses(max(options.workers, 1), options.gpus)
+            return LocalProcesses(max(options.workers, 1), options.gpus, gpus_per_cell=options.nproc)
         return InProcess(console=options.console)
 
     def _threads(self) -> int | None:

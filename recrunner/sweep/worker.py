@@ -29,21 +29,34 @@ class Task:
     restart: bool = False
     console: bool = False
     trial: Any = None         # a search trial (training/callbacks/pruning.py: TrialRef): its validations go to the study
+    callbacks: tuple = ()     # callbacks of the library's caller (picklable: they travel to the cell's processes)
 
 
 def run_task(task: Task) -> RunResult:
     """Run the cell; its result carries the cell's wall time (`seconds`)."""
     started = time.perf_counter()
+    from . import distributed
+
+    world = distributed.torchrun_world()
+    if world is None and distributed.requested_processes(task) > 1:  # --nproc: N processes train the cell
+        try:
+            return distributed.launch(task, distributed.requested_processes(task)).timed(time.perf_counter() - started)
+        except RunInterrupted as exc:
+            return RunResult.failed(str(exc), Status.INTERRUPTED).timed(time.perf_counter() - started)
+        except Exception as exc:  # noqa: BLE001 - a cell's failure must not end the sweep
+            return RunResult.failed(one_line(exc)).timed(time.perf_counter() - started)
+    if world is not None:  # under torchrun: the other processes train this cell with this one
+        distributed.hand_over(world, task)
     if task.threads:
         import torch
 
-        torch.set_num_threads(task.threads)
+        torch.set_num_threads(task.threads if world is None else max(1, task.threads // world.size))
     try:
-        callbacks = ()
+        callbacks = tuple(task.callbacks)
         if task.trial is not None:
             from ..training.callbacks.pruning import OptunaPruning
 
-            callbacks = (OptunaPruning(task.trial),)
+            callbacks += (OptunaPruning(task.trial),)
         result = run_experiment(task.experiment, task.workspace, restart=task.restart, console=task.console,
                                 callbacks=callbacks)
     except RunInterrupted as exc:

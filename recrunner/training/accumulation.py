@@ -6,7 +6,8 @@ the loop a `GradientAccumulator` instead: `zero_grad` only clears at the start o
 `step` only steps after `steps` batches, on the mean of their gradients, clipped once with
 `clip_grad_norm` (which the trainer then no longer applies per batch). The trainer calls
 `flush()` at the end of an epoch, so a last short group still counts (averaged over its size).
-With `steps: 1` nothing is wrapped and training is exactly RecBole's.
+With `steps: 1` nothing is wrapped and training is exactly RecBole's (a data-parallel run wraps
+with `steps: 1` to average the gradients over its processes before the clip and the step).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class GradientAccumulator:
         self.clip_grad_norm = clip_grad_norm
         self.pending = 0  # batches whose gradients are summed in .grad, not yet stepped
         self.optimizer_steps = 0
+        self.reduce = None  # a data-parallel run's gradient averaging over its processes (training.distributed)
 
     def zero_grad(self, set_to_none: bool = True):
         if self.pending == 0:
@@ -53,6 +55,9 @@ class GradientAccumulator:
         params = [p for group in self.optimizer.param_groups for p in group["params"] if p.grad is not None]
         for param in params:
             param.grad.div_(self.pending)
+        if self.reduce is not None:  # before clipping: the mean gradient over the processes is clipped
+            self.reduce([p for group in self.optimizer.param_groups for p in group["params"]])
+            params = [p for group in self.optimizer.param_groups for p in group["params"] if p.grad is not None]
         if self.clip_grad_norm:
             clip_grad_norm_(params, **self.clip_grad_norm)
         self.optimizer.step()

@@ -31,7 +31,8 @@ class Checkpointing:
         state = self._weights_state(kind="best", epoch=epoch)
         state["best_valid_score"] = _plain_score(self.best_valid_score)
         state["step"] = self.state.global_step  # the optimizer steps these weights had taken
-        checkpoint.save_atomic(state, self.best_path)
+        if self._writes:
+            checkpoint.save_atomic(state, self.best_path)
         if verbose:
             at_step = f", step {self.state.global_step}" if self.steps.eval_every else ""
             self.logger.info(set_color("Saving best", "blue") + f": {self.best_path} (epoch {epoch}{at_step})")
@@ -49,12 +50,16 @@ class Checkpointing:
                      rng=checkpoint.rng_state(self._generators))
         if epoch_rng is not None:
             state["epoch_rng"] = epoch_rng
+        if self.world is not None:  # every process's own: its RNG streams, its part of the epoch's loss
+            state["processes"] = self.world.gather({"rng": state["rng"], "epoch_rng": epoch_rng,
+                                                    "epoch_loss": self.state.epoch_loss})
         if self.fast is not None:
             state["fast"] = {"plan": self.fast.as_dict(),
                              "scaler": self.grad_scaler.state_dict() if self.grad_scaler is not None else None}
-        checkpoint.save_atomic(state, self.last_path)
+        if self._writes:
+            checkpoint.save_atomic(state, self.last_path)
         self._last_checkpoint = time()
-        if self.save_total_limit and epoch_rng is None:
+        if self._writes and self.save_total_limit and epoch_rng is None:
             self._keep_epoch_copy(epoch, state)
         self._call("on_checkpoint_saved", path=self.last_path, kind="last")
 
@@ -83,6 +88,7 @@ class Checkpointing:
         state = checkpoint.load_training_state(resume_file, map_location=self.device)
         if state["model"] != self.config["model"]:
             raise CheckpointError(f"{resume_file} was written by {state['model']}, not {self.config['model']}")
+        state = self._this_process(state, resume_file)
         self._restore_fast(state.get("fast"), resume_file)
         self._restore_weights(state)
         self.optimizer.load_state_dict(state["optimizer"])
@@ -95,6 +101,32 @@ class Checkpointing:
         self.logger.info(f"Resumed from {resume_file}: {where} (best epoch {self.best_epoch}, "
                          f"best score {self.best_valid_score})")
         return state
+
+    @property
+    def _writes(self) -> bool:
+        """Whether this process writes the run's files: always, but in a data-parallel run's rank 0."""
+        return self.world is None or self.world.writes
+
+    def _this_process(self, state, resume_file):
+        """A data-parallel checkpoint as this process saved it (its RNG states, its loss so far); the
+        same number of processes only."""
+        saved = len(state.get("processes") or ()) or 1
+        size = self.world.size if self.world is not None else 1
+        if saved != size:
+            raise CheckpointError(f"{resume_file} was trained in {saved} process(es), this run has {size}; "
+                                  f"run it with --nproc {saved}, or pass --restart")
+        if self.world is not None:
+            mine = state["processes"][self.world.rank]
+            state["rng"], state["epoch_loss"] = mine["rng"], mine["epoch_loss"]
+            if mine["epoch_rng"] is not None:
+                state["epoch_rng"] = mine["epoch_rng"]
+        return state
+
+    def _restore_pending_rng(self):
+        """At the start of a resumed fit: the RNG state last.pth saved."""
+        if self._pending_rng is not None:
+            checkpoint.restore_rng_state(self._pending_rng, self._generators)
+            self._pending_rng = None
 
     def _restore_fast(self, saved: dict | None, resume_file):
         """A fast run resumes only in the same fast plan, with its gradient scaler as it was."""

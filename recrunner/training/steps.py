@@ -30,6 +30,7 @@ from time import time
 from ..config.params import setting
 from ..core.interrupts import HeldStops
 from . import checkpoint
+from .iteration import rank_batches, skip_batches
 from .state import state_attribute
 
 
@@ -103,17 +104,6 @@ class Batches:
         return getattr(self.loader, name)
 
 
-def skip_batches(iterator, count: int) -> None:
-    """Advance a DataLoader iterator by `count` batches; a single-process one without building them."""
-    from torch.utils.data.dataloader import _SingleProcessDataLoaderIter
-
-    for _ in range(count):
-        if isinstance(iterator, _SingleProcessDataLoaderIter):
-            iterator._next_index()
-        else:
-            next(iterator)
-
-
 class StepLoop:
     """Mixed into CustomTrainer: the step counter, and what happens at each step boundary."""
 
@@ -151,7 +141,7 @@ class StepLoop:
         self._epoch_start_batch, self.start_batch = self.start_batch, 0
         self._steps_counted = self._epoch_start_batch // self.accumulation_steps
         self._running_loss = None
-        if self._epoch_start_batch == 0 and not self._has_boundaries:
+        if self._epoch_start_batch == 0 and not self._has_boundaries and self.world is None:
             return train_data
         return Batches(train_data, self, epoch_idx)
 
@@ -165,6 +155,8 @@ class StepLoop:
             skip_batches(iterator, start)
             checkpoint.restore_rng_state(self._resume_rngs[1], self._generators)
             self._running_loss = self.state.epoch_loss
+        if self.world is not None:  # a data-parallel run: this process's part of each batch
+            iterator = rank_batches(iterator, loader, self.world)
         total, steps = len(loader), self.accumulation_steps
         with HeldStops() as stops:
             for index in range(start, total):
@@ -174,7 +166,7 @@ class StepLoop:
                 if batch is None:
                     return
                 yield batch
-            if stops.pending is not None:  # a stop held through the epoch's last batch
+            if self._held_anywhere(stops):  # a stop held through the epoch's last batch
                 self._stop_after_last_batch(epoch_idx, total, stops)
 
     def _at_step_boundary(self, epoch_idx, index, stops) -> bool:
@@ -188,11 +180,18 @@ class StepLoop:
             with stops.released():
                 self._validate_at_step(epoch_idx)
         due = self.steps.checkpoint_at(step, time() - self._last_checkpoint)
-        if self._fit_args[2] and (due or stops.pending is not None or self.control.should_save):
+        stop = stops.pending is not None
+        if self.world is not None:  # a data-parallel run's processes act together: rank 0's clock, anyone's stop
+            due, stop = self.world.share(due), self.world.any(stop)
+        if self._fit_args[2] and (due or stop or self.control.should_save):
             self._save_step_checkpoint(epoch_idx, index)
-        if stops.pending is not None:
+        if stop:
             stops.stop_now()
         return self.control.should_stop
+
+    def _held_anywhere(self, stops) -> bool:
+        held = stops.pending is not None
+        return held if self.world is None else self.world.any(held)
 
     def _stop_after_last_batch(self, epoch_idx, total, stops):
         """Save after the epoch's last batch, where that is a whole step (a resume then only ends the

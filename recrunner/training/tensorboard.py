@@ -204,3 +204,17 @@ def default_hparams(config) -> dict:
     }
     hparams.update({k: v for k, v in config.final_config_dict.items() if k not in general and v is not None})
     return hparams
+
+
+class NullWriter:
+    """A RunWriter that writes nothing: a data-parallel run's processes other than rank 0 (run.distributed)."""
+
+    hparams = None
+    metric_tags: list = []
+
+    def __getattr__(self, name):
+        return _nothing
+
+
+def _nothing(*args, **kwargs):
+    return None

@@ -31,6 +31,7 @@ from .callbacks.base import total_loss
 from .callbacks.loop import LoopView
 from ..core.errors import TrainingFailed, one_line
 from .checkpointing import Checkpointing
+from .data_parallel import DataParallel
 from .output import TrainerOutput
 from .state import TrainingState, state_attribute
 from .steps import StepLoop
@@ -48,7 +49,7 @@ class _NonFiniteLoss(Exception):
     """Ends an epoch at its first non-finite batch loss (caught in _train_and_log)."""
 
 
-class CustomTrainer(StepLoop, Checkpointing, TrainerOutput, Trainer):
+class CustomTrainer(DataParallel, StepLoop, Checkpointing, TrainerOutput, Trainer):
     """`fit(train_data, valid_data=None, verbose=True, saved=True, show_progress=False,
     callback_fn=None) -> (best_valid_score, best_valid_result)`, as RecBole's.
 
@@ -88,6 +89,7 @@ class CustomTrainer(StepLoop, Checkpointing, TrainerOutput, Trainer):
         if self.accumulation_steps > 1:  # the accumulator clips the mean gradient, once per step
             self.optimizer = GradientAccumulator(self.optimizer, self.accumulation_steps, self.clip_grad_norm)
             self.clip_grad_norm = None
+        self._init_world()  # one of a data-parallel run's processes (recrunner.training.data_parallel)
 
     def _init_loop_state(self, config, callbacks, hparams, run_dir=None):
         """What recrunner's loop keeps beside RecBole's trainer attributes (also trees.TreeTrainer)."""
@@ -220,7 +222,7 @@ class CustomTrainer(StepLoop, Checkpointing, TrainerOutput, Trainer):
     def _check_nan(self, loss):
         """Called by RecBole's epoch for every batch, before backward (RecBole raises ValueError on NaN)."""
         self._batches_seen += 1
-        if not torch.isfinite(loss).all():
+        if self._non_finite(loss):  # on any process of a data-parallel run
             raise _NonFiniteLoss(str(float(loss.detach().float().sum())))
         self._count_loss(loss)
         self._call("on_train_batch", batch=self._batches_seen - 1)
@@ -271,14 +273,10 @@ class CustomTrainer(StepLoop, Checkpointing, TrainerOutput, Trainer):
     def _call(self, event, **kwargs):
         """Run an event's callbacks, then carry out a failure request at once."""
         self.callbacks.call(event, self.loop_view, self.control, **kwargs)
+        self._agree(event)  # a data-parallel run's processes take rank 0's requests
         if self.control.failure and event != "on_exception":
             failure, self.control.failure = self.control.failure, None
             raise TrainingFailed(failure)
-
-    def _restore_pending_rng(self):
-        if self._pending_rng is not None:
-            checkpoint.restore_rng_state(self._pending_rng, self._generators)
-            self._pending_rng = None
 
     @contextlib.contextmanager
     def _rng_preserved(self):
