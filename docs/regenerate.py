@@ -20,6 +20,7 @@ names a block here and every block is used.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -130,6 +131,22 @@ def step_schedules(session: Session) -> str:
                       rows[first_epoch]]) + "\n"
 
 
+def data_parallel(session: Session) -> str:
+    keys = ["epochs=3", "train_batch_size=512"]
+    text = session.run("python run_experiments.py --model BPR --dataset ml-100k --name ddp --nproc 2 --set " + " ".join(keys),
+                       ["run_experiments.py", "--model", "BPR", "--dataset", "ml-100k", "--name", "ddp", "--nproc", "2",
+                        "--set", *keys])
+    lines = text.splitlines()
+    shown = [i for i, line in enumerate(lines) if " training [" in line or "evaluating [" in line
+             or "test result" in line or line.startswith("[1/1]") or line.startswith("sweep ddp")]
+    kept = [lines[0]] + [lines[j] for i in shown for j in ([i, i + 1] if "test result" in lines[i] else [i])]
+    record = json.loads(next((session.output / "ddp").rglob("metrics.json")).read_text())
+    refused = session.run("python run_experiments.py --model Pop --nproc 2", ["run_experiments.py", "--model", "Pop",
+                                                                            "--nproc", "2"])
+    return "\n".join(kept) + f"\n$ # metrics.json: \"provenance\": {{... \"processes\": {record['provenance']['processes']}}}\n" \
+        + refused
+
+
 BLOCKS = {  # in the order they run: later ones may use what earlier ones made
     "quick-run": quick_run,
     "bad-input": bad_input,
@@ -139,6 +156,7 @@ BLOCKS = {  # in the order they run: later ones may use what earlier ones made
     "smoke-sweep": smoke_sweep,
     "search-sequential": search_sequential,
     "step-schedules": step_schedules,
+    "data-parallel": data_parallel,
 }
 
 

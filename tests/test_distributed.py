@@ -196,6 +196,27 @@ def test_a_failing_process_fails_the_run_with_its_reason(workspace):
     assert record["status"] == "failed" and record["error"] == result.error
 
 
+class HangOnProcessOne(Callback):
+    """Process 1 stops answering at the end of epoch 1 (a deadlock, a stuck device)."""
+
+    def on_epoch_end(self, loop, control):
+        import torch.distributed
+
+        if torch.distributed.get_rank() == 1 and loop.epoch == 1:
+            time.sleep(600)
+
+
+def test_a_hanging_process_fails_the_run_after_the_timeout_never_hangs_it(workspace):
+    from recrunner.sweep.worker import Task, run_task
+
+    experiment = Experiment("BPR", "ml-100k", {**TINY_BPR, "epochs": 4, "nproc": 2, "ddp_timeout": 5})
+    started = time.time()
+    result = run_task(Task("cell", experiment, workspace, callbacks=(HangOnProcessOne(),)))
+    assert time.time() - started < 300  # not the 600 s process 1 sleeps
+    assert result.status == Status.FAILED
+    assert result.error.startswith("a process of the run stopped answering for ddp_timeout seconds"), result.error
+
+
 def _rank_pids(launcher: int) -> list[int]:
     """The launcher's training processes in rank order: forked, in order, from its fork server."""
     table = {int(pid): (int(ppid), args) for pid, ppid, args in (
@@ -245,6 +266,7 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_result(victim, sig, status, 
         time.sleep(0.02)
     ranks = _rank_pids(launcher.pid)
     assert len(ranks) == 2, launcher.communicate()
+    assert _listening(launcher.pid, *ranks) <= {"127.0.0.1", "::1"}  # nothing open to the network
     os.kill(ranks[1] if victim == "process 1" else launcher.pid, sig)
     _, err = launcher.communicate(timeout=300)
     deadline = time.time() + 30
@@ -265,6 +287,19 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_result(victim, sig, status, 
     assert final["best_epoch"] == reference["best_epoch"]
     assert _history(run_dir) == _history(reference_dir)
     assert "continuing within epoch" in (run_dir / "run.log").read_text()
+
+
+def _listening(*pids) -> set:
+    """The addresses these processes listen on."""
+    import psutil
+
+    found = set()
+    for pid in pids:
+        try:
+            found |= {c.laddr.ip for c in psutil.Process(pid).net_connections("inet") if c.status == psutil.CONN_LISTEN}
+        except psutil.NoSuchProcess:
+            pass
+    return found
 
 
 def _alive(pid: int) -> bool:

@@ -37,6 +37,7 @@ def _under_torchrun(args):
     from ..sweep.distributed import torchrun_world
 
     world = torchrun_world()
+    args.under_torchrun = world is not None
     if world is None:
         return None
     if args.nproc not in (None, world.size):
@@ -60,7 +61,8 @@ def _run(args) -> int:
         return run_search(args, cells_of(request, grid, overrides, search.final_seeds), name, search, workspace_of(args))
     cells = cells_of(request, grid, overrides)
     record = OutputPaths(args.output).sweep(name).record
-    if not args.dry_run and (forkserver.serves(args.backend, args.workers, args.gpus) or (args.nproc or 1) > 1) and \
+    launches = (args.nproc or 1) > 1 and not args.under_torchrun  # --nproc: the run's processes fork from it
+    if not args.dry_run and (forkserver.serves(args.backend, args.workers, args.gpus) or launches) and \
             may_have_work(record, cells, restart=args.restart, resume_from=args.resume_from):
         forkserver.start()  # it imports torch and RecBole while this process does the same
     return _plan_and_run(args, cells, name)
@@ -112,6 +114,9 @@ def _resume_one(planned, workspace, args) -> int:
 
     if len(planned) != 1:
         raise ConfigError("--resume-from continues one run; give one model and one dataset")
+    if (args.nproc or 1) > 1:
+        raise ConfigError("--resume-from continues a run in one process; a run of several processes resumes "
+                          "from its own last.pth when the same command runs again")
     item = planned[0]
     result = run_experiment(item.experiment, workspace, restart=args.restart, resume_from=args.resume_from,
                             console=not args.quiet)

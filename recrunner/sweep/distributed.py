@@ -2,11 +2,12 @@
 
 `--nproc N` (the run's `nproc` setting): the cell's task starts N processes on this machine (torch's
 `start_processes`), forked from the server that has imported torch and RecBole (sweep/forkserver.py),
-so they start in a fraction of a second and share those pages. They meet through a file in a private temporary folder, not a server, so two
-runs at once never collide and nothing listens on the network; gloo's connections use the loopback
-interface. gloo on CPU, NCCL on CUDA with each process on its own GPU. A process that fails ends
-the others (the launcher watches them); the run's record then names the first failure: the
-process, and its reason or the signal that killed it. A killed launcher takes its processes with it.
+so they start in a fraction of a second and share those pages. They meet through a file in a
+private temporary folder, not a server, so two runs at once never collide and nothing listens on
+the network; gloo's connections use the loopback interface. gloo on CPU, NCCL on CUDA with each
+process on its own GPU. A process that fails ends the others (the launcher watches them); the
+run's record then names the first failure: the process, and its reason or the signal that killed
+it. A killed launcher takes its processes with it.
 
 Under `torchrun` (several machines), every process runs the recrunner command itself: rank 0 runs
 the sweep and hands each cell it trains to the others (`follow_sweep`), which train it with it.
@@ -57,7 +58,10 @@ def launch(task, nproc: int) -> RunResult:
             return _first_failure(prepared.paths.metrics, exc, context, Path(folder))
         finally:
             alive.close()
-    return RunResult.from_record(prepared.paths.run_dir, RunRecord.read(prepared.paths.metrics))
+    record = RunRecord.read(prepared.paths.metrics)
+    if record is None:
+        return RunResult.failed("the run's processes ended without writing its record")
+    return RunResult.from_record(prepared.paths.run_dir, record)
 
 
 def _join(context) -> None:
@@ -93,14 +97,14 @@ def rank_main(index: int, task, folder: str, nproc: int, launcher_alive):
         _set_threads(task, world.size)
         result = run_experiment(task.experiment, task.workspace, restart=task.restart,
                                 console=task.console and index == 0, callbacks=_callbacks(task, index))
-        if result is not None and result.status == Status.FAILED:  # the others must not wait for rank 0
-            raise RunFailed(result.error or "failed")
+        if result is not None and result.status in (Status.FAILED, Status.INTERRUPTED):
+            raise RunFailed(result.error or "failed")  # the others must not wait for rank 0: it ends them
     except (KeyboardInterrupt, RunInterrupted):
         if index == 0:
             raise  # rank 0 recorded the run as interrupted
         return
     except BaseException as exc:
-        kind = "peer" if type(exc).__name__ == "PeerLost" else "own"
+        kind = "peer" if type(exc).__name__ == "PeerLost" or "another process of this run" in str(exc) else "own"
         Path(folder, f"rank-{index}.reason").write_text(f"{kind}\t{one_line(exc) or type(exc).__name__}")
         raise
     import torch.distributed
@@ -129,10 +133,15 @@ def _first_failure(metrics: Path, exc, context, folder: Path) -> RunResult:
     signal that killed one (`interrupted`: the same command resumes from last.pth)."""
     reasons = sorted(folder.glob("rank-*.reason"), key=lambda path: path.stat().st_mtime)
     own = [path for path in reasons if path.read_text().startswith("own")]
+    silent = [path for path in reasons if "timed out" in path.read_text().lower() or "timeout" in path.read_text()]
     killed = [i for i, process in enumerate(context.processes) if (process.exitcode or 0) < 0]
     if own:
         rank = own[0].stem.split("-")[1]
         status, reason = Status.FAILED, f"process {rank} of the run failed: {own[0].read_text().split(chr(9), 1)[1]}"
+    elif silent:  # a process stopped answering: the others waited ddp_timeout, then the launcher ended it
+        status, reason = Status.FAILED, ("a process of the run stopped answering for ddp_timeout seconds (a hang); "
+                                         f"process {silent[0].stem.split('-')[1]} said: "
+                                         f"{silent[0].read_text().split(chr(9), 1)[1]}")
     elif killed or getattr(exc, "signal_name", None):
         rank = getattr(exc, "signal_name", None) and exc.error_index
         rank = killed[0] if rank is None else rank
@@ -226,7 +235,8 @@ def follow_sweep(world) -> int:
     signal.signal(signal.SIGTERM, raise_interrupt)
     while (task := world.share(None)) is not None:
         try:
-            run_experiment(task.experiment, task.workspace, restart=task.restart, console=False)
+            run_experiment(task.experiment, task.workspace, restart=task.restart, console=False,
+                           callbacks=tuple(task.callbacks))
         except (KeyboardInterrupt, RunInterrupted):
             return 130
     return 0

@@ -22,8 +22,7 @@ class DataParallel:
         self.world = distributed.current()
         if self.world is None:
             return
-        for tensor in self.model.state_dict().values():  # one model: rank 0's weights and buffers
-            torch.distributed.broadcast(tensor, src=0)
+        self.world.broadcast(self.model.state_dict().values())  # one model: rank 0's weights and buffers
         if not isinstance(self.optimizer, GradientAccumulator):
             self.optimizer = GradientAccumulator(self.optimizer, self.accumulation_steps, self.clip_grad_norm)
             self.clip_grad_norm = None
@@ -51,5 +50,7 @@ class DataParallel:
     def evaluate(self, eval_data, load_best_model=True, model_file=None, show_progress=False):
         if self.world is None or not eval_data:
             return super().evaluate(eval_data, load_best_model, model_file, show_progress)
+        # buffers are not averaged like gradients (batch norm's running statistics): rank 0's, as DDP does
+        self.world.broadcast(self.model.buffers())
         with distributed.evaluation_split(self, eval_data, self.world):
             return super().evaluate(eval_data, load_best_model, model_file, show_progress)

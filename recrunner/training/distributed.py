@@ -81,6 +81,14 @@ class World:
             torch.distributed.all_reduce(tensor)
         return (tensor / self.size).tolist()
 
+    def broadcast(self, tensors) -> None:
+        """Rank 0's values of these tensors, in place, on every process (dense ones: a sparse buffer is
+        built the same everywhere from the data)."""
+        with _collective("broadcast"):
+            for tensor in tensors:
+                if tensor.layout == torch.strided:
+                    torch.distributed.broadcast(tensor.data, src=0)
+
     def average_gradients(self, params) -> None:
         """Every parameter's gradient becomes its mean over the processes (one flat all_reduce);
         a parameter without a gradient counts as zero where others have one, and stays None where

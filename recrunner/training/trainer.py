@@ -111,6 +111,7 @@ class CustomTrainer(DataParallel, StepLoop, Checkpointing, TrainerOutput, Traine
         self._generators = {}
         self._batches_seen = 0
         self.fast, self.grad_scaler = None, None  # fast mode's plan and fp16 gradient scaler (go_fast)
+        self.world = None  # a data-parallel run's process group (_init_world; training.distributed)
         self._init_steps(config)  # step schedules and mid-epoch resume (recrunner.training.steps)
 
     # ------------------------------------------------------------------ the loop
