@@ -150,9 +150,11 @@ def test_sampled_and_labeled_evaluation_equal_a_single_process_evaluation(model,
 def _evaluate_in_group(index, experiment, workspace, run_dir, folder):
     import torch.distributed
 
+    from recrunner.sweep.distributed import _loopback_only
     from recrunner.training.distributed import init_group
 
     os.environ.update(RANK=str(index), WORLD_SIZE="2", LOCAL_RANK=str(index))
+    _loopback_only()  # as recrunner's own launcher does
     init_group("gloo", 60, init_method=(folder / "rendezvous").as_uri())
     metrics = _evaluate(experiment, workspace, run_dir)
     if index == 0:
