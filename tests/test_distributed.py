@@ -198,6 +198,27 @@ def test_a_failing_process_fails_the_run_with_its_reason(workspace):
     assert record["status"] == "failed" and record["error"] == result.error
 
 
+class StopOnRankZero(Callback):
+    """Requests a stop on rank 0 only, after epoch 0 (as a search's pruner, which rank 0 alone has)."""
+
+    def on_epoch_end(self, loop, control):
+        import torch.distributed
+
+        if torch.distributed.get_rank() == 0 and loop.epoch == 0:
+            control.should_stop = True
+
+
+def test_a_request_made_on_rank_0_is_carried_out_by_every_process(workspace):
+    from recrunner.sweep.worker import Task, run_task
+
+    experiment = Experiment("BPR", "ml-100k", {**TINY_BPR, "epochs": 4, "nproc": 2, "ddp_timeout": 20})
+    result = run_task(Task("cell", experiment, workspace, callbacks=(StopOnRankZero(),)))
+    assert result.status == Status.OK, result.error  # no process waited for another: they stopped together
+    record, run_dir = _record(workspace.output_dir)
+    assert record["stopped_early"] is True
+    assert [line["epoch"] for line in _history(run_dir)] == [-1, 0]
+
+
 class HangOnProcessOne(Callback):
     """Process 1 stops answering at the end of epoch 1 (a deadlock, a stuck device)."""
 
@@ -255,6 +276,7 @@ def _within_an_epoch(output) -> bool:
 
 
 @pytest.mark.parametrize("victim, sig, status", [
+    ("process 0", signal.SIGKILL, "interrupted"),  # rank 0, the one that writes
     ("process 1", signal.SIGKILL, "interrupted"),
     ("launcher", signal.SIGKILL, "running"),     # its processes die with it; the record stays as it was
     ("launcher", signal.SIGTERM, "interrupted"),  # every process stops at the same step boundary, saved
@@ -269,7 +291,7 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_result(victim, sig, status, 
     ranks = _rank_pids(launcher.pid)
     assert len(ranks) == 2, launcher.communicate()
     assert _listening(launcher.pid, *ranks) <= {"127.0.0.1", "::1"}  # nothing open to the network
-    os.kill(ranks[1] if victim == "process 1" else launcher.pid, sig)
+    os.kill({"process 0": ranks[0], "process 1": ranks[1]}.get(victim, launcher.pid), sig)
     _, err = launcher.communicate(timeout=300)
     deadline = time.time() + 30
     while time.time() < deadline and any(map(_alive, ranks)):
@@ -277,9 +299,9 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_result(victim, sig, status, 
     assert not any(map(_alive, ranks)), "a process outlived its launcher"
     stopped, run_dir = _record(workspace.output_dir)
     assert stopped["status"] == status, err
-    if victim == "process 1":
+    if victim.startswith("process"):
         assert launcher.returncode == 130 and "run the same command again to resume" in err, err
-        assert stopped["error"].startswith("process 1 of the run was killed (SIGKILL)")
+        assert stopped["error"].startswith(f"{victim} of the run was killed (SIGKILL)")
 
     resumed = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr
