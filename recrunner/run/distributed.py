@@ -33,14 +33,14 @@ def follower_config(config) -> None:
 
 def data_parallel_refusal(prepared) -> str | None:
     """Why this run cannot be trained in several processes (pure over its trainer class), or None."""
-    from recbole.trainer import Trainer
+    from ..training.steps import own_epoch_loop
 
     config, trainer_class = prepared.config, prepared.trainer_class
     model = config["model"]
     if getattr(trainer_class, "single_pass", False) or not getattr(trainer_class, "reports_loss", True):
         return f"{model} is fitted in one pass or by a booster, not by gradient steps"
-    own = next((c.__name__ for c in trainer_class.__mro__ if "_train_epoch" in vars(c)), None)
-    if own is not None and trainer_class._train_epoch is not Trainer._train_epoch:
+    own = own_epoch_loop(trainer_class)
+    if own is not None:
         return f"{model} trains its epochs with {own}, whose steps are not data parallel"
     if prepared.stages:
         return f"{model} has pre-training stages ({', '.join(prepared.stages)})"

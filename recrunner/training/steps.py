@@ -71,14 +71,22 @@ def _every(step: int, every: int | None) -> bool:
 
 def steps_unsupported(trainer) -> str | None:
     """Why `trainer` cannot act within an epoch, or None when it can (pure over its class)."""
-    from recbole.trainer import Trainer
-
     if getattr(trainer, "single_pass", False):
         return f"{trainer.config['model']} is fitted in one pass"
-    if type(trainer)._train_epoch is not Trainer._train_epoch:
-        base = next((c.__name__ for c in type(trainer).__mro__ if "_train_epoch" in vars(c)), "its trainer")
+    base = own_epoch_loop(type(trainer))
+    if base is not None:
         return f"{trainer.config['model']} trains its epochs with {base}, which recrunner cannot stop within an epoch"
     return None
+
+
+def own_epoch_loop(trainer_class) -> str | None:
+    """The name of the class whose own `_train_epoch` a trainer class runs instead of RecBole's
+    Trainer's (pure), or None: then each batch is one pass of RecBole's loop."""
+    from recbole.trainer import Trainer
+
+    if trainer_class._train_epoch is Trainer._train_epoch:
+        return None
+    return next((c.__name__ for c in trainer_class.__mro__ if "_train_epoch" in vars(c)), "its trainer")
 
 
 def steps_in(batches: int, accumulation: int) -> int:
