@@ -1,6 +1,7 @@
 """Write a deterministic synthetic dataset of N interactions in RecBole's atomic format.
 
     python bench/make_synthetic.py --interactions 5000000 --out datasets/   # -> datasets/synth-5M/synth-5M.inter
+    python bench/make_synthetic.py --interactions 20000000 --csv /tmp/synth-20M.csv  # a CSV to import (bench_import.py)
 
 Shaped like the public benchmarks it stands in for (ml-20m, Amazon Books), at any size:
 - users: N / 150 of them (ml-20m: 138k users for 20M interactions), each with a session length
@@ -66,12 +67,36 @@ def write(columns: dict[str, np.ndarray], folder: Path, name: str, chunk: int = 
     return path
 
 
+def write_csv(columns: dict[str, np.ndarray], path: Path, chunk: int = 1_000_000, dates: bool = False) -> Path:
+    """The same interactions as a researcher's CSV: a header `uid,iid,stars,ts`, other column
+    names than RecBole's; `dates`: ts as ISO 8601 dates instead of seconds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        f.write("uid,iid,stars,ts\n")
+        for start in range(0, len(columns["user"]), chunk):
+            part = {c: columns[c][start:start + chunk] for c in ("user", "item", "rating", "timestamp")}
+            if dates:
+                ts = np.datetime_as_string(part["timestamp"].astype("datetime64[s]"), unit="s")
+                lines = [f"{u},{i},{r},{t}Z" for u, i, r, t in zip(part["user"], part["item"], part["rating"], ts)]
+                f.write("\n".join(lines) + "\n")
+            else:
+                np.savetxt(f, np.stack(list(part.values()), axis=1), fmt="%d", delimiter=",")
+    return path
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--interactions", type=int, required=True)
     parser.add_argument("--out", type=Path, default=Path("datasets"))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--csv", type=Path, default=None, metavar="FILE", help="write a CSV to import instead")
+    parser.add_argument("--dates", action="store_true", help="--csv: times as ISO 8601 dates")
     args = parser.parse_args()
+    if args.csv:
+        path = write_csv(synthesize(args.interactions, args.seed), args.csv, dates=args.dates)
+        print(f"{path}: {args.interactions:,} interactions, {path.stat().st_size / 1e6:.0f} MB")
+        return
     name = name_for(args.interactions)
     path = write(synthesize(args.interactions, args.seed), args.out, name)
     print(f"{path}: {args.interactions:,} interactions, {path.stat().st_size / 1e6:.0f} MB")

@@ -147,6 +147,62 @@ def data_parallel(session: Session) -> str:
         + refused
 
 
+def _ml100k_as_csv(folder: Path) -> None:
+    """ml-100k's own files as a researcher would have them: CSV, other column names, ISO dates."""
+    import pandas as pd
+
+    from recrunner.data.files import builtin_dataset_dir
+
+    shipped = builtin_dataset_dir() / "ml-100k"
+    inter = pd.read_csv(shipped / "ml-100k.inter", sep="\t", dtype=str)
+    inter.columns = ["uid", "movie", "stars", "when"]
+    inter["when"] = pd.to_datetime(inter["when"].astype(int), unit="s", utc=True).dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+    inter.to_csv(folder / "ratings.csv", index=False)
+    users = pd.read_csv(shipped / "ml-100k.user", sep="\t", dtype=str)
+    users.columns = ["uid", "age", "sex", "job", "zip"]
+    users.to_csv(folder / "users.csv", index=False)
+
+
+def data_import(session: Session) -> str:
+    _ml100k_as_csv(session.folder)
+    head = "$ head -3 ratings.csv\n" + "".join((session.folder / "ratings.csv").open().readlines()[:3])
+    flags = ["--user", "uid", "--item", "movie", "--rating", "stars", "--time", "when", "--users"]
+    shown = "recrunner data import ratings.csv --name my-ratings " + " ".join(flags) + " users.csv"
+    imported = session.run(shown, ["-m", "recrunner", "data", "import", str(session.folder / "ratings.csv"), "--name",
+                                   "my-ratings", *flags, str(session.folder / "users.csv"), "--data-path", str(session.data)],
+                           place=False)
+    settings = session.data / "my-ratings" / "dataset.yaml"
+    return head + imported + "$ cat datasets/my-ratings/dataset.yaml\n" + settings.read_text()
+
+
+def data_describe(session: Session) -> str:
+    if not (session.data / "my-ratings").is_dir():
+        data_import(session)
+    shown = "recrunner data describe my-ratings --model SASRec --set 'user_inter_num_interval=\"[30,inf)\"' 'item_inter_num_interval=\"[10,inf)\"'"
+    return session.run(shown, ["-m", "recrunner", "data", "describe", "my-ratings", "--model", "SASRec", "--set",
+                               "user_inter_num_interval='[30,inf)'", "item_inter_num_interval='[10,inf)'",
+                               "--data-path", str(session.data)], place=False)
+
+
+def data_errors(session: Session) -> str:
+    if not (session.folder / "ratings.csv").is_file():
+        _ml100k_as_csv(session.folder)
+    bad = session.folder / "bad.csv"
+    lines = (session.folder / "ratings.csv").read_text().splitlines()[:6]
+    lines[4] = lines[4].rsplit(",", 1)[0] + ",04/12/1997"
+    bad.write_text("\n".join(lines) + "\n")
+    base = ["-m", "recrunner", "data", "import"]
+    where = ["--data-path", str(session.data)]
+    cases = [("ratings.csv --name my-ratings --user user --item movie", [str(session.folder / "ratings.csv"), "--name", "x",
+              "--user", "user", "--item", "movie"]),
+             ("bad.csv --name bad --user uid --item movie --time when", [str(bad), "--name", "bad", "--user", "uid",
+              "--item", "movie", "--time", "when"]),
+             ("ratings.csv --name my-ratings --user uid --item movie", [str(session.folder / "ratings.csv"), "--name",
+              "my-ratings", "--user", "uid", "--item", "movie"])]
+    text = "".join(session.run(f"recrunner data import {shown}", base + argv + where, place=False) for shown, argv in cases)
+    return text.replace("--name x ", "--name my-ratings ")
+
+
 BLOCKS = {  # in the order they run: later ones may use what earlier ones made
     "quick-run": quick_run,
     "bad-input": bad_input,
@@ -157,6 +213,9 @@ BLOCKS = {  # in the order they run: later ones may use what earlier ones made
     "search-sequential": search_sequential,
     "step-schedules": step_schedules,
     "data-parallel": data_parallel,
+    "data-import": data_import,
+    "data-describe": data_describe,
+    "data-errors": data_errors,
 }
 
 

@@ -50,3 +50,17 @@ def test_recbole_reads_what_it_writes_and_a_sequential_model_trains_on_it(synthe
             "load_col": {"inter": ["user_id", "item_id", "timestamp"]}}
     result = run_experiment(Experiment("SASRec", "synth-6k", tiny), workspace, console=False)
     assert result.status == "ok", result.error
+
+
+def test_its_csv_imports_to_the_atomic_file_it_writes_itself(synthetic, tmp_path):
+    from recrunner.cli.main import main
+
+    columns = synthetic.synthesize(3_000)
+    atomic = synthetic.write(columns, tmp_path / "atomic", "s")
+    for dates in (False, True):
+        csv = synthetic.write_csv(columns, tmp_path / f"s-{dates}.csv", chunk=1_000, dates=dates)
+        assert csv.read_text().splitlines()[0] == "uid,iid,stars,ts"
+        assert main(["data", "import", str(csv), "--name", "s", "--data-path", str(tmp_path / f"data-{dates}"),
+                     "--user", "uid", "--item", "iid", "--rating", "stars", "--time", "ts"]) == 0
+        imported = (tmp_path / f"data-{dates}" / "s" / "s.inter").read_text()
+        assert imported == atomic.read_text()  # dates come back as the same seconds

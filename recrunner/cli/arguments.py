@@ -20,7 +20,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="recrunner", description="Train and evaluate RecBole models; re-running a command resumes it.",
                      epilog="Also: `recrunner report SWEEP_DIR` (tables, tests, effect sizes, charts) and "
                             "`recrunner reproduce RUN_DIR` (run a finished run again and compare), `recrunner cache list|prune` "
-                            "(the shared preprocessed datasets); each has --help.")
+                            "(the shared preprocessed datasets), `recrunner data import|describe|check` (your own "
+                            "files as a dataset, and what it holds); each has --help.")
     parser.add_argument("--model", nargs="+", default=None, help="RecBole model name(s) (default: SASRec, or the grid's)")
     parser.add_argument("--dataset", nargs="+", default=None, help="dataset name(s) (default: ml-100k, or the grid's)")
     parser.add_argument("--grid", type=Path, default=None, metavar="FILE",

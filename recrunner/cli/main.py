@@ -45,6 +45,10 @@ def _dispatch(argv: list[str], command: str, started: float) -> int:
         from . import cache
 
         return cache.run(cache.build_parser(Parser).parse_args(argv[1:]))
+    if argv[:1] == ["data"]:
+        from . import data
+
+        return data.run(data.build_parser(Parser).parse_args(argv[1:]))
     from .run import run_command
 
     args = build_parser().parse_args(argv)

@@ -57,6 +57,8 @@ def impossible_values(params: Mapping[str, Any]) -> list[str]:
             unknown = [m for m in numbers if key == "metrics" and METRICS and str(m).lower() not in METRICS]
             if unknown:
                 problems.append(unknown_metric(unknown[0], METRICS))
+            elif key == "metrics" and mixed_metrics(value):
+                problems.append(mixed_metrics(value))
             continue
         if any(isinstance(v, float) and not math.isfinite(v) for v in numbers):
             problems.append(f"{key} must be finite, got {value!r}")
@@ -80,17 +82,31 @@ def _recbole_dir() -> Path | None:
     return Path(list(spec.submodule_search_locations)[0])
 
 
-def _metric_names() -> list[str]:
-    """RecBole's metric names (recbole.evaluator.register.metrics_dict), read from its source file."""
+def _metric_names(base: str = r"\w+") -> list[str]:
+    """RecBole's metric names (recbole.evaluator.register.metrics_dict), read from its source file;
+    `base`: only the subclasses of that class (LossMetric: the value metrics)."""
     recbole = _recbole_dir()
     try:
         source = (recbole / "evaluator" / "metrics.py").read_text() if recbole else ""
     except OSError:
         return []
-    return sorted(name.lower() for name in re.findall(r"^class (\w+)\(", source, re.M))
+    return sorted(name.lower() for name in re.findall(rf"^class (\w+)\({base}\)", source, re.M))
 
 
 METRICS = _metric_names()
+VALUE_METRICS = _metric_names("LossMetric")  # AUC, LogLoss, MAE, RMSE: labeled evaluation; the rest rank
+
+
+def mixed_metrics(metrics) -> str | None:
+    """Why `metrics` cannot be computed together (ranking and value metrics), or None (pure)."""
+    names = [metrics] if isinstance(metrics, str) else list(metrics or [])
+    value = [m for m in names if str(m).lower() in VALUE_METRICS]
+    ranking = [m for m in names if str(m).lower() in METRICS and str(m).lower() not in VALUE_METRICS]
+    if value and ranking:
+        return (f"metrics mixes ranking metrics ({', '.join(map(str, ranking))}) and value metrics "
+                f"({', '.join(map(str, value))}), which RecBole cannot compute in one run: ranking metrics need "
+                "full or sampled evaluation, value metrics labeled (eval_args mode); run them as two runs")
+    return None
 
 
 def check_values(params: Mapping[str, Any], source: str, lines: Mapping[str, int] | None = None) -> None:

@@ -1,6 +1,7 @@
 """Layered configuration and its validation.
 
-Layers, lowest to highest: RecBole's own defaults, configs/base.yaml, configs/datasets/<d>.yaml,
+Layers, lowest to highest: RecBole's own defaults, configs/base.yaml, the dataset's own settings
+(<data_path>/<d>/dataset.yaml, written by `recrunner data import`), configs/datasets/<d>.yaml,
 configs/models/<m>.yaml, then the run's overrides (grid parameters, --config-file, --set).
 recrunner merges its layers into one dict and hands it to RecBole as `config_dict`, RecBole's
 top layer, with sys.argv hidden (seams.config.recbole_argv_cleared).
@@ -144,15 +145,20 @@ def parse_set_options(options: Iterable[str]) -> dict:
     return result
 
 
-def layered_params(config_dir: Path | None, model: str, dataset: str, overrides: Mapping) -> dict:
-    """Merge recrunner's YAML layers and the run's overrides (later wins, key by key)."""
+def layered_params(config_dir: Path | None, model: str, dataset: str, overrides: Mapping,
+                   dataset_settings: Mapping | None = None) -> dict:
+    """Merge recrunner's YAML layers, the dataset's own settings and the run's overrides (later
+    wins, key by key)."""
     merged: dict[str, Any] = {}
-    if config_dir is not None:
-        config_dir = Path(config_dir)
-        for path in (config_dir / "base.yaml", config_dir / "datasets" / f"{dataset}.yaml",
-                     config_dir / "models" / f"{model}.yaml"):
-            if path.is_file():
-                merged.update(load_yaml(path))
+    config_dir = Path(config_dir) if config_dir is not None else None
+    layers = [config_dir / "base.yaml" if config_dir else None, dict(dataset_settings or {}),
+              config_dir / "datasets" / f"{dataset}.yaml" if config_dir else None,
+              config_dir / "models" / f"{model}.yaml" if config_dir else None]
+    for layer in layers:
+        if isinstance(layer, dict):
+            merged.update(layer)
+        elif layer is not None and layer.is_file():
+            merged.update(load_yaml(layer))
     merged.update(overrides)
     return merged
 

@@ -96,7 +96,8 @@ def _dataset(config):
             f"{config['dataset']} has {dataset.inter_num} interactions, {dataset.user_num - 1} users and "
             f"{dataset.item_num - 1} items left after filtering (user_inter_num_interval "
             f"{config['user_inter_num_interval']}, item_inter_num_interval {config['item_inter_num_interval']}, "
-            f"val_interval {config['val_interval']}); loosen the filters or use a larger dataset")
+            f"val_interval {config['val_interval']}); loosen the filters or use a larger dataset "
+            f"(`recrunner data describe {config['dataset']}` counts what each filter leaves)")
     return dataset
 
 

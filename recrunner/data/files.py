@@ -13,6 +13,7 @@ from ..core.errors import DataError, DatasetNotFoundError
 
 FIELD_TYPES = ("token", "token_seq", "float", "float_seq")  # recbole.utils.enum_type.FeatureType
 ATOMIC_SUFFIXES = ("inter", "user", "item", "kg", "link", "net")
+SETTINGS_FILE = "dataset.yaml"  # a dataset's own settings, beside its atomic files (data.importing writes it)
 
 
 def builtin_dataset_dir() -> Path:
@@ -24,6 +25,25 @@ def builtin_dataset_dir() -> Path:
 
 def has_atomic_files(folder: Path, name: str) -> bool:
     return (folder / name / f"{name}.inter").is_file()
+
+
+CONTEXT_SECTION = "context_aware"  # a settings file's section read by context-aware models only
+
+
+def dataset_settings(data_path: Path, name: str, context_aware: bool) -> dict:
+    """The settings beside the dataset's atomic files (`<name>/dataset.yaml`; {} if none): a layer
+    of every run on it. Its `context_aware` section applies on top for context-aware models only,
+    as RecBole's own ml-100k preset loads the user and item features for those models alone."""
+    from ..config.params import load_yaml
+
+    path = Path(data_path) / name / SETTINGS_FILE
+    if not path.is_file():
+        return {}
+    settings = load_yaml(path)
+    section = settings.pop(CONTEXT_SECTION, None) or {}
+    if not isinstance(section, dict):
+        raise DataError(f"{path}: {CONTEXT_SECTION} must be a mapping of settings, not {type(section).__name__}")
+    return {**settings, **section} if context_aware else settings
 
 
 def locate_dataset(name: str, search_dirs: Sequence[Path]) -> Path | None:
@@ -122,8 +142,8 @@ def _additional_suffixes(config) -> list[str]:
     return [suffixes] if isinstance(suffixes, str) else list(suffixes)
 
 
-def atomic_file_problem(path: Path, separator: str = "\t", rows: int = 1000) -> str | None:
-    """What is wrong with an atomic file's header and first `rows` lines, or None (pure read)."""
+def atomic_file_problem(path: Path, separator: str = "\t", rows: int | None = 1000) -> str | None:
+    """What is wrong with an atomic file's header and first `rows` lines (None: all), or None (pure read)."""
     with open(path, encoding="utf-8", errors="replace") as handle:
         header = handle.readline().rstrip("\r\n")
         if not header.strip():
@@ -139,7 +159,7 @@ def atomic_file_problem(path: Path, separator: str = "\t", rows: int = 1000) -> 
                     f"(e.g. user_id:token<TAB>item_id:token<TAB>rating:float)")
         floats = [i for i, f in enumerate(fields) if f.rpartition(":")[2] == "float"]
         for number, line in enumerate(handle, start=2):
-            if number > rows + 1:
+            if rows is not None and number > rows + 1:
                 break
             values = line.rstrip("\r\n").split(separator)
             if len(values) != len(fields) and line.strip():

@@ -22,10 +22,10 @@ from ..config.params import (
     check_valid_metric,
     layered_params,
 )
-from ..data.files import check_additional_files, check_atomic_files, resolve_data_path
+from ..data.files import check_additional_files, check_atomic_files, dataset_settings, resolve_data_path
 from ..core.errors import ConfigError
 from ..training.families import pretraining_stages
-from ..training.models import check_requirements, resolve_model, trainer_class_for
+from ..training.models import check_requirements, context_aware, resolve_model, trainer_class_for
 from ..core.layout import OutputPaths, RunPaths
 from ..config.run_id import fingerprint, make_run_id
 from ..seams.config import honour_data_path, recbole_argv_cleared, recbole_model_defaults
@@ -88,7 +88,8 @@ def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
     check_requirements(model)
     data_path = resolve_data_path(experiment.dataset, workspace.data_path)
     file_layers = {**recbole_model_defaults(model),
-                   **layered_params(workspace.config_dir, model, experiment.dataset, {})}
+                   **layered_params(workspace.config_dir, model, experiment.dataset, {},
+                                    dataset_settings(data_path, experiment.dataset, context_aware(model)))}
     params = dict(experiment.params)
 
     # RecBole's defaults for this model and dataset, without the overrides: the keys and types to check them against

@@ -48,6 +48,15 @@ def exlib_models() -> tuple[str, ...]:
     return tuple(sorted(re.findall(r"^from \S+ import (\w+)\s*$", init.read_text(), re.M)))
 
 
+@functools.lru_cache(maxsize=None)
+def context_aware(model: str) -> bool:
+    """Whether RecBole gives `model` the context-aware settings (features are its input): the
+    context_aware_recommender package and the decision trees (ModelType CONTEXT, DECISIONTREE)."""
+    if model in exlib_models():
+        return True
+    return model in vars(importlib.import_module("recbole.model.context_aware_recommender"))
+
+
 def resolve_model(name: str) -> str:
     """The model's RecBole class name; case-insensitive; unknown names list what exists."""
     models = available_models()
