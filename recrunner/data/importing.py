@@ -235,9 +235,17 @@ def _split(values, separator: str):
     return values.map(lambda v: str(v).split(separator) if isinstance(v, str) and v else [])
 
 
+def _check_filled(chunk: Chunk, text, column: str, what: str) -> None:
+    empty = (text == "").to_numpy() | text.isna().to_numpy()
+    if empty.any():
+        raise DataError(f"{chunk.where(int(np.argmax(empty)))}: {what} column {column!r} is empty; every row needs "
+                        f"a {what} (or leave out --{what})")
+
+
 def _check_numbers(chunk: Chunk, text, column: str, what: str) -> None:
     import pandas as pd
 
+    _check_filled(chunk, text, column, what)
     bad = pd.to_numeric(text, errors="coerce").isna()
     if bad.any():
         at = int(np.argmax(bad.to_numpy()))
@@ -249,9 +257,13 @@ def seconds(chunk: Chunk, text, column: str, time_format: str | None):
     1970 UTC, whole seconds without a decimal point. An unreadable one is a DataError with its line."""
     import pandas as pd
 
+    _check_filled(chunk, text, column, "time")
     if time_format is None and pd.to_numeric(text, errors="coerce").notna().all():
         return text
-    parsed = pd.to_datetime(text, format=time_format or "ISO8601", utc=True, errors="coerce")
+    try:
+        parsed = pd.to_datetime(text, format=time_format or "ISO8601", utc=True, errors="coerce")
+    except ValueError as exc:
+        raise ConfigError(f"--time-format {time_format!r}: {exc}; give a strptime format such as '%d/%m/%Y %H:%M'") from None
     if parsed.isna().any():
         at = int(np.argmax(parsed.isna().to_numpy()))
         how = f"with --time-format {time_format!r}" if time_format else "as a number or an ISO 8601 date"
