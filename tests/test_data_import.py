@@ -107,6 +107,18 @@ def test_parquet_jsonl_and_small_chunks_write_the_same_files_as_csv(tmp_path, ca
     assert last.split("\t")[3] == "1625047200"  # 12:00 at +02:00 is 10:00 UTC
 
 
+def test_a_compressed_tsv_reads_as_its_csv(tmp_path, capsys):
+    import gzip
+
+    with gzip.open(tmp_path / "r.tsv.gz", "wt") as f:
+        f.write("user\titem\tnote\nu1\ti1\ta, b\nu2\ti1\t\n")
+    data = tmp_path / "data"
+    code, _, err = _run(capsys, ["data", "import", str(tmp_path / "r.tsv.gz"), "--name", "r", "--data-path", str(data),
+                                 "--user", "user", "--item", "item"])
+    assert code == 0, err
+    assert (data / "r" / "r.inter").read_text() == "user_id:token\titem_id:token\tnote:token\nu1\ti1\ta, b\nu2\ti1\t\n"
+
+
 def test_field_types_are_inferred_from_every_chunk(tmp_path, capsys):
     from recrunner.data.atomic import ColumnKind, field_type
 
@@ -186,8 +198,11 @@ def test_public_formats(tmp_path, capsys):
     (latest / "ratings.csv").write_text("userId,movieId,rating,timestamp\n1,1,4.0,964982703\n1,3,4.0,964981247\n")
     (latest / "movies.csv").write_text('movieId,title,genres\n1,Toy Story (1995),Adventure|Animation\n'
                                        '3,"Grumpier Old Men, The (1995)",Comedy|Romance\n')
+    (tmp_path / "amazon-2023.jsonl").write_text(
+        '{"rating": 5.0, "title": "t", "asin": "B1", "parent_asin": "P1", "user_id": "U1", "timestamp": 1588687728923}\n')
     data = tmp_path / "data"
-    for source, fmt, name in ((ml, "movielens", "ml"), (latest / "ratings.csv", "movielens", "latest"), (tmp_path / "amazon.jsonl", "amazon", "amz"),
+    for source, fmt, name in ((ml, "movielens", "ml"), (latest / "ratings.csv", "movielens", "latest"),
+                              (tmp_path / "amazon-2023.jsonl", "amazon", "amz23"), (tmp_path / "amazon.jsonl", "amazon", "amz"),
                               (tmp_path / "review.json", "yelp", "yelp")):
         code, _, err = _run(capsys, ["data", "import", str(source), "--format", fmt, "--name", name, "--data-path", str(data)])
         assert code == 0, err
@@ -200,6 +215,7 @@ def test_public_formats(tmp_path, capsys):
     assert (data / "latest" / "latest.item").read_text().splitlines()[2] == "3\tGrumpier Old Men, The (1995)\tComedy Romance"
     assert (data / "amz" / "amz.inter").read_text().splitlines() == [
         "user_id:token\titem_id:token\trating:float\ttimestamp:float", "A1\tB01\t5.0\t1393545600", "A2\tB01\t3.0\t1393632000"]
+    assert (data / "amz23" / "amz23.inter").read_text().splitlines()[1] == "U1\tP1\t5.0\t1588687728923"
     assert (data / "yelp" / "yelp.inter").read_text().splitlines()[1] == "u1\tb1\t4\t1457484282"
     code, _, err = _run(capsys, ["data", "import", str(tmp_path / "review.json"), "--format", "amazon", "--name", "x",
                                  "--data-path", str(data)])
