@@ -239,6 +239,70 @@ def test_a_killed_search_loses_and_repeats_nothing(tmp_path, base_args):
     assert len(finished) == len(set(finished)) == 5  # each trial finished once
 
 
+def test_two_commands_on_one_study_at_once_run_no_trial_and_no_final_seed_twice(tmp_path, base_args):
+    command = [sys.executable, str(REPO / "run_experiments.py"), "--grid", _grid(tmp_path), "--search", "random",
+               "--trials", "6", "--final-seeds", "2", "--set", "epochs=2", *base_args, "--quiet"]
+    processes = [subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    errors = [p.communicate(timeout=600)[1] for p in processes]
+    assert [p.returncode for p in processes] == [0, 0], errors
+    sweep = tmp_path / "runs" / "tune"
+    states = [json.loads(line) for line in (sweep / "sweep.jsonl").read_text().splitlines()]
+    assert len({s["owner"] for s in states if s["state"] == "running"}) == 2  # both trained: they overlapped
+    trials = _study(sweep).trials
+    assert len(trials) == 6 and all(t.state.is_finished() for t in trials)  # the budget held across both
+    finished = [s["cell"] for s in states if s["state"] in ("ok", "pruned")]
+    assert len(finished) == len(set(finished)) == 6 + 2  # each trial and each final seed ran once
+    for run in [*(sweep / "ml-100k" / "BPR").iterdir(), *(sweep / "final" / "ml-100k" / "BPR").iterdir()]:
+        epochs = [json.loads(line)["epoch"] for line in (run / "history.jsonl").read_text().splitlines()]
+        assert len(epochs) == len(set(epochs)), f"{run.name} trained an epoch twice"
+
+
+def _two_searches_on_one_journal(tmp_path):
+    """Two Search drivers (as two sweep commands have) on one study, with a planner that plans nothing."""
+    from types import SimpleNamespace
+
+    from recrunner.search.driver import Search, SearchOptions
+    from recrunner.sweep.space import SearchSpec, parse
+
+    spec = SearchSpec("BPR", "ml-100k", {}, {"learning_rate": parse("learning_rate", {"loguniform": [1e-5, 0.3]})},
+                      (2020,))
+
+    def plan(spec, params, seed, search, trial=None):
+        return SimpleNamespace(error=None, config={"epochs": 3, "valid_metric": "MRR@10"}, run_dir=None, trial=trial,
+                               cell_id=f"{spec.study_name}/{sorted(params.items())}")
+
+    searches = [Search([spec], plan, tmp_path, SearchOptions(method="random", trials=4)) for _ in range(2)]
+    for search in searches:
+        search.open()
+    return spec, searches
+
+
+def test_two_sweep_processes_on_one_study_draw_different_values_and_tell_each_others_trials(tmp_path):
+    from recrunner.run.record import Status
+    from recrunner.run.result import RunResult
+
+    spec, (first, second) = _two_searches_on_one_journal(tmp_path)
+    a, b = first._ask(spec), second._ask(spec)
+    assert (a.number, b.number) == (0, 1) and a.params != b.params  # seeded by trial number, not per process
+    duplicate = second.studies[spec.study_name].enqueue_trial(a.params)  # the sampler drawing a's values again
+    c = second._ask(spec)
+    assert c.params == a.params and c.number == 2
+    first._plan_trial(spec, a)
+    second._plan_trial(spec, c)  # left to the first process: the same cell runs there
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "metrics.json").write_text(json.dumps({"status": "ok", "best_valid_score": 0.25}))
+    first.tell(f"{spec.study_name}/{sorted(a.params.items())}", RunResult(Status.OK, run_dir=tmp_path / "run"))
+    states = {t.number: (t.state.name, t.value) for t in _study_of(tmp_path, spec)}
+    assert states[0] == states[2] == ("COMPLETE", 0.25) and states[1][0] == "RUNNING"
+    assert duplicate is None
+
+
+def _study_of(tmp_path, spec):
+    from recrunner.training.callbacks.pruning import storage_of
+
+    return optuna.load_study(study_name=spec.study_name, storage=storage_of(str(tmp_path / "search" / "study.journal"))).trials
+
+
 def test_a_baseline_outside_the_search_is_named_on_the_console_and_in_the_report(tmp_path, capsys, base_args):
     assert run_cli(capsys, ["--model", "Pop", "--name", "tune", *base_args, "--set", "user_inter_num_interval=[10,60]",
                             "--quiet"])[0] == 0

@@ -87,6 +87,17 @@ def test_fold_keeps_the_last_state_failures_and_heartbeats_of_the_current_owner(
     assert states["b"].state == "ok"
 
 
+def test_a_pending_line_registers_a_new_cell_and_never_undoes_a_claim_a_failure_or_an_end():
+    states = fold([  # another sweep process planned the cells after this one had claimed or ended them
+        _line("a", "pending", 1), _line("a", "running", 2, owner="h:1"), _line("a", "pending", 3, owner="h:2"),
+        _line("b", "failed", 1, error="boom"), _line("b", "pending", 2),
+        _line("c", "ok", 1), _line("c", "pending", 2),
+    ])
+    assert states["a"] == CellState(state="running", owner="h:1", seen=2)  # h:2's claim now finds it busy
+    assert states["b"] == CellState(state="failed", owner="h:1", seen=1, failures=1, error="boom")
+    assert states["c"].state == "ok"
+
+
 @pytest.mark.parametrize("state, alive, now, retries, expected", [
     (CellState("pending"), None, 0, 0, "run"),
     (CellState("interrupted"), None, 0, 0, "run"),

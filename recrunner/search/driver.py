@@ -10,6 +10,10 @@ trial either told (finished) or running in the study; the same command plans eve
 again (the sweep record decides whether another live process owns it), its run resumes from
 last.pth, and a run that finished before the kill is told without training. New trials are
 asked only while a study has fewer than `trials`: none is lost, none runs twice.
+
+Two sweep commands on one study: asks and tells are under one lock (`_study_lock`); the sampler is
+seeded by the trial's number, so they never draw the same sequence; a run one leaves to the other
+(the same values) tells both commands' trials when it ends.
 """
 
 from __future__ import annotations
@@ -83,12 +87,10 @@ class Search:
         storage = storage_of(self.storage_url)
         again = []
         for spec in self.specs:
-            existing = _trials(storage, spec.study_name)
             study = optuna.create_study(
                 study_name=spec.study_name, storage=storage, load_if_exists=True,
                 direction=self.directions[spec.study_name],
-                sampler=make_sampler(self.options.method, self.options.seed + existing,  # resumed: new values
-                                     self.options.trials),
+                sampler=make_sampler(self.options.method, self.options.seed, self.options.trials),  # reseeded per ask
                 pruner=make_pruner(self.options.prune, max_epochs=self.epochs[spec.study_name],
                                    trials=self.options.trials, after=self.options.prune_after))
             self.studies[spec.study_name] = study
@@ -119,17 +121,25 @@ class Search:
         return cells
 
     def _ask(self, spec: SearchSpec):
-        """A new trial of the spec's study while its budget lasts (the count and the ask under one
-        lock, so two sweep processes on one study never ask more than `trials`), else None."""
-        from ..core.files import file_lock
-
+        """A new trial of the spec's study while its budget lasts, else None. The count and the ask
+        are under one lock, so two sweep processes on one study never ask more than `trials`; the
+        sampler is seeded by the trial's number, so they never draw the same sequence, and trial n
+        draws from the same seed however many processes ask (and after a resume)."""
         study = self.studies[spec.study_name]
-        lock = Path(self.storage_url + ".ask.lock") if "://" not in self.storage_url else None
-        with file_lock(lock) if lock is not None else contextlib.nullcontext():
-            if len(study.get_trials(deepcopy=False)) >= self.options.trials:
+        with self._study_lock():
+            asked = len(study.get_trials(deepcopy=False))
+            if asked >= self.options.trials:
                 return None
+            study.sampler = make_sampler(self.options.method, self.options.seed + asked, self.options.trials)
             number = study.ask({name: d.to_optuna() for name, d in spec.space.items()}).number
         return study.get_trials(deepcopy=False)[number]
+
+    def _study_lock(self):
+        """The lock two sweep processes on one journal take to ask or tell (a database has its own)."""
+        from ..core.files import file_lock
+
+        return file_lock(Path(self.storage_url + ".ask.lock")) if "://" not in self.storage_url \
+            else contextlib.nullcontext()
 
     def exhausted(self) -> bool:
         """No trial left to ask and no final seeds left to plan."""
@@ -187,10 +197,20 @@ class Search:
 
     # ---------------------------------------------------------------- telling
     def tell(self, cell_id: str, result: RunResult) -> None:
-        """Tell each trial the run answers how it ended (a final seed's run tells nothing)."""
+        """Tell each trial the run answers how it ended (a final seed's run tells nothing): this
+        process's trials of the cell, and any other process's still running with the same values
+        (it left the run to this one, and may have ended since)."""
         spec, numbers = self.cells.get(cell_id, (None, []))
-        for number in numbers:
-            self._tell(self.studies[spec.study_name], number, result)
+        if spec is None:
+            return
+        study = self.studies[spec.study_name]
+        with self._study_lock():
+            trials = study.get_trials(deepcopy=False)
+            values = trials[numbers[0]].params
+            same = [t.number for t in trials if t.number not in numbers and t.params == values
+                    and t.state.name == "RUNNING"]
+            for number in (*numbers, *same):
+                self._tell(study, number, result)
 
     @staticmethod
     def _tell(study, number: int, result: RunResult) -> None:
@@ -240,11 +260,3 @@ def start_search(specs, workspace, name: str, options: SearchOptions, command: s
 
     return Search(specs, plan_cell, workspace.output_dir / name, options)
 
-
-def _trials(storage, study_name: str) -> int:
-    import optuna
-
-    try:
-        return len(optuna.load_study(study_name=study_name, storage=storage).trials)
-    except KeyError:
-        return 0

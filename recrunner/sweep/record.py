@@ -3,7 +3,9 @@
     {"t": 1795230151.2, "cell": "ml-1m/SASRec/learning_rate=0.001,seed=2020", "state": "running", "owner": "vm:4242"}
 
 States: pending, running (then heartbeat lines while it runs), ok, failed (with error),
-interrupted. The current state of a cell is the fold of its lines (`fold`, pure); each line is
+interrupted. The current state of a cell is the fold of its lines (`fold`, pure); a pending line
+only registers a cell the record does not know yet (another sweep process may have claimed it
+between a planner's read and its write), so planning never undoes a claim. Each line is
 written by one `os.write` on an O_APPEND file, so lines of parallel writers never interleave, and
 a line cut short by a kill is ignored. A `SweepRecord` reads each line once: later reads fold only
 the bytes appended since (so a claim costs the same in the 800th cell as in the first). Claiming
@@ -43,8 +45,11 @@ def fold(lines, cells: dict[str, CellState] | None = None) -> dict[str, CellStat
     states folded from the lines before these, updated in place)."""
     cells = {} if cells is None else cells
     for line in lines:
+        known = line["cell"] in cells
         cell = cells.setdefault(line["cell"], CellState())
         state = line["state"]
+        if state == "pending" and known:
+            continue  # registers a new cell only: never undoes a claim, a failure count or an end
         if state == "heartbeat":
             if cell.state is Status.RUNNING and cell.owner == line.get("owner"):
                 cell.seen = line["t"]
