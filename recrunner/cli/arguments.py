@@ -117,13 +117,17 @@ def build_reproduce_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def data_path_of(args) -> Path:
+    """--data-path, else $RECRUNNER_DATA_PATH, else ./datasets (the command line reads the
+    environment, the library never does)."""
+    return (args.data_path or Path(os.environ.get("RECRUNNER_DATA_PATH", "datasets"))).resolve()
+
+
 def workspace_of(args):
-    """Where things are; the data folder defaults to $RECRUNNER_DATA_PATH, else ./datasets (the
-    command line reads the environment, the library never does)."""
+    """Where things are: the output folder, the data folder (`data_path_of`), the config layers."""
     from ..run.experiment import Workspace
 
-    data_path = args.data_path or Path(os.environ.get("RECRUNNER_DATA_PATH", "datasets"))
-    return Workspace(output_dir=args.output.resolve(), data_path=data_path.resolve(),
+    return Workspace(output_dir=args.output.resolve(), data_path=data_path_of(args),
                      config_dir=(args.config_dir or default_config_dir()))
 
 

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from ..core.errors import ConfigError
+from .arguments import data_path_of
 
 COMMANDS = ("import", "describe", "check")
 
@@ -63,7 +64,7 @@ def build_parser(parser_class) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    data_path = (args.data_path or Path(os.environ.get("RECRUNNER_DATA_PATH", "datasets"))).resolve()
+    data_path = data_path_of(args)
     if args.command == "import":
         return _import(args, data_path)
     return _describe(args, data_path)

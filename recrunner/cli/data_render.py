@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..data.files import SETTINGS_FILE
+from ..data.describe import span_dates
+from ..data.files import CONTEXT_SECTION, SETTINGS_FILE
 
 
 def render_import(imported, name: str, source: Path, seconds: float) -> str:
@@ -69,8 +70,6 @@ def render_check(checked, description, config) -> str:
 
 def _settings(settings: dict) -> str:
     """The settings file's content in a line: what each kind of model loads."""
-    from ..data.files import CONTEXT_SECTION
-
     loads = [f"every model loads {', '.join(settings['load_col'])}"]
     if CONTEXT_SECTION in settings:
         loads.append(f"context-aware models {', '.join(settings[CONTEXT_SECTION]['load_col'])}")
@@ -83,7 +82,5 @@ def _number(value: float) -> str:
 
 
 def _dates(low: float, high: float) -> str:
-    from ..data.describe import span_dates
-
     span = span_dates(low, high)
     return f" ({span[0]} .. {span[1]}, UTC)" if span else ""

@@ -50,6 +50,18 @@ def write_text_atomic(path: Path, text: str) -> None:
         handle.write(text)
 
 
+def process_exists(pid: int) -> bool:
+    """Whether a process of this host holds `pid`: what a folder or claim named after its writer's
+    pid is judged by (a sweep cell's owner, an import's temporary folder)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, under another user
+    return True
+
+
 @contextlib.contextmanager
 def file_lock(lock_path: Path):
     """An exclusive lock held for the block, shared by every process that uses the same file."""

@@ -157,3 +157,10 @@ class AtomicWriter:
     def abandon(self) -> None:
         self._body.close()
         Path(self._body.name).unlink(missing_ok=True)
+
+    def __enter__(self) -> "AtomicWriter":
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        if kind is not None:  # a failure or a stop before close(): no body file left behind
+            self.abandon()

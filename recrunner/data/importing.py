@@ -29,6 +29,7 @@ import numpy as np
 import yaml
 
 from ..core.errors import ConfigError, DataError
+from ..core.files import process_exists
 from .atomic import AtomicWriter, as_text, field_name
 from .files import CONTEXT_SECTION, SETTINGS_FILE
 from .tables import Chunk, Table, read_chunks
@@ -120,18 +121,8 @@ def _remove_abandoned(data_path: Path, name: str) -> None:
     """The temporary folders of imports of `name` whose process is gone (killed mid-import)."""
     for folder in data_path.glob(f".{name}.importing-*"):
         pid = folder.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not process_exists(int(pid)):
             shutil.rmtree(folder, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _move_into_place(staging: Path, target: Path) -> None:
@@ -146,10 +137,9 @@ def _move_into_place(staging: Path, target: Path) -> None:
 def _write_interactions(spec: ImportSpec, path: Path, imported: Imported) -> None:
     mapped = {spec.user: USER, spec.item: ITEM, spec.rating: RATING, spec.time: TIME}
     mapped.pop(None, None)
-    writer = AtomicWriter(path, forced={USER: "token", ITEM: "token", RATING: "float", TIME: "float",
-                                        **_forced(spec)})
     pairs, low, high = [], np.inf, -np.inf
-    try:
+    with AtomicWriter(path, forced={USER: "token", ITEM: "token", RATING: "float", TIME: "float",
+                                    **_forced(spec)}) as writer:
         for chunk in read_chunks(spec.source, spec.chunk_rows):
             frame, lists = _fields(chunk, mapped, spec, role={spec.user: "--user", spec.item: "--item",
                                                               spec.rating: "--rating", spec.time: "--time"})
@@ -165,9 +155,6 @@ def _write_interactions(spec: ImportSpec, path: Path, imported: Imported) -> Non
             pairs.append(_hashes(frame[[USER, ITEM]]))
             writer.write(frame, lists)
         types = writer.close()
-    except BaseException:
-        writer.abandon()
-        raise
     if writer.rows == 0:
         raise DataError(f"{spec.source.path}: no row has both a user ({spec.user}) and an item ({spec.item})")
     imported.duplicates = repeats(pairs)
@@ -178,8 +165,8 @@ def _write_interactions(spec: ImportSpec, path: Path, imported: Imported) -> Non
 def _write_features(table: Table, spec: ImportSpec, keys: tuple[str, str], path: Path) -> tuple[int, dict]:
     """A side table (.user or .item): its key column is the interactions' column (or its field name)."""
     column, key = keys
-    writer, hashes = AtomicWriter(path, forced={key: "token", **_forced(spec)}), []
-    try:
+    hashes = []
+    with AtomicWriter(path, forced={key: "token", **_forced(spec)}) as writer:
         for chunk in read_chunks(table, spec.chunk_rows):
             source_key = column if column in chunk.frame.columns else key
             frame, lists = _fields(chunk, {source_key: key}, spec, role={source_key: f"the key ({column})"})
@@ -187,9 +174,6 @@ def _write_features(table: Table, spec: ImportSpec, keys: tuple[str, str], path:
             hashes.append(_hashes(frame[[key]]))
             writer.write(frame, lists)
         types = writer.close()
-    except BaseException:
-        writer.abandon()
-        raise
     repeated = repeats(hashes)
     if repeated:
         raise DataError(f"{table.path}: {repeated} rows repeat a {key} of an earlier row; "

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..run.record import Status
-from ..core.files import file_lock
+from ..core.files import file_lock, process_exists
 
 STATES = tuple(status.value for status in Status)  # a cell's states are the run statuses
 
@@ -93,15 +93,7 @@ def owner_alive(owner: str | None) -> bool | None:
     host, _, pid = owner.rpartition(":")
     if host != socket.gethostname() or not pid.isdigit():
         return None
-    if int(pid) == os.getpid():
-        return True
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return int(pid) == os.getpid() or process_exists(int(pid))
 
 
 class SweepRecord:
