@@ -2,10 +2,11 @@
 
     python bench/bench_search.py [--workers 2] [--trials 12] [--prune asha] [--prune-after 3] [--epochs 20]
                                  [--batch-size 256] [--stopping-step 3] [--replays 200] [--replay-only]
-                                 [--grid-seeds 1] [--reseed 3] [--output DIR]
+                                 [--grid-seeds 1] [--reseed 3] [--select-top 3] [--select-seeds 3] [--output DIR]
 
 SASRec and GRU4Rec on ml-100k (tiny: users with 10-60 interactions), learning rate x dropout x
-hidden size, 3 values each: 27 cells per model in the grid. Batch 256 and up to 20 epochs with
+hidden size, and BPR, learning rate x embedding size x weight decay, 3 values each: 27 cells per
+model in the grid. Batch 256 and up to 20 epochs with
 early stopping, so that runs converge (at batch 2048 and 10 epochs most were cut off while still
 improving, and early scores then say little). The search asks `--trials` per model from the same
 27 configurations (TPE over the three choices) and prunes with ASHA after `--prune-after` epochs.
@@ -30,6 +31,12 @@ then also compares the mean over the K seeds of the configuration each search pi
 grid's pick ("seed means"), and with the best mean of any configuration ("vs best mean"). `--reseed K`
 runs the configuration each side of the real search picked with K seeds. `--replay-only` skips the
 real search: the grid (resumed from `--output`), then the replay.
+
+Racing (with `--grid-seeds` >= `--select-seeds`): after each replayed search, its `--select-top`
+best trials race over seeds through recrunner.report.racing.race, the runs taken from the grid
+(bench/search_replay.py). It prints, per model, the single-seed pick, the same pick with final
+seeds and the racing pick: how often each is within 2% of the best seed mean of any configuration,
+and the epochs each used in all (the grid's single-seed epochs = 1).
 """
 
 from __future__ import annotations
@@ -48,18 +55,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.search_replay import (FIXED, SPACE, curves, final_score, pick, race_replay, race_runs, replay,  # noqa: E402
+                                 runs_of, seed_means)
 from recrunner.run import per_user  # noqa: E402
-from recrunner.training.callbacks.history import read_history  # noqa: E402
-from recrunner.run.record import RunRecord  # noqa: E402
-
-SPACE = {
-    "SASRec": {"learning_rate": [0.0005, 0.002, 0.008], "hidden_dropout_prob": [0.1, 0.3, 0.5],
-               "hidden_size": [16, 32, 64]},
-    "GRU4Rec": {"learning_rate": [0.0005, 0.002, 0.008], "dropout_prob": [0.1, 0.3, 0.5],
-                "hidden_size": [16, 32, 64]},
-}
-FIXED = {"user_inter_num_interval": "[10,60]", "MAX_ITEM_LIST_LENGTH": 10}
-
 
 def run(grid: dict, out: Path, workers: int, extra=()) -> float:
     path = out / f"{grid['name']}.yaml"
@@ -72,40 +70,17 @@ def run(grid: dict, out: Path, workers: int, extra=()) -> float:
     return time.perf_counter() - started
 
 
-def runs_of(sweep: Path, seed: int):
-    """(run directory, RunRecord) of every run of the sweep with that seed."""
-    for path in sweep.rglob("metrics.json"):
-        record = RunRecord.read(path)
-        if record is not None and record.seed == seed:
-            yield path.parent, record
-
-
-def _final(record: RunRecord) -> float | None:
-    """The run's best validation score, or None when it was pruned (its score is from before its end)."""
-    return record.best_valid_score if record.status == "ok" else None
-
-
 def collect(sweep: Path, seed: int = 2020) -> dict:
     """{model: (best validation score, epochs trained, runs, pruned)} over every run of the sweep with
     that seed; the best is over the runs that were not pruned."""
     found = {}
     for _, record in runs_of(sweep, seed):
         best, epochs, runs, pruned = found.get(record.model, (None, 0, 0, 0))
-        score = _final(record)
+        score = final_score(record)
         if score is not None and (best is None or score > best):
             best = score
         found[record.model] = (best, epochs + (record.epochs_trained or 0), runs + 1,
                                pruned + (record.status == "pruned"))
-    return found
-
-
-def curves(sweep: Path, seed: int = 2020) -> dict:
-    """{model: {configuration: (validation scores epoch by epoch, best score or None)}} for one seed."""
-    found = {}
-    for run_dir, record in runs_of(sweep, seed):
-        history = read_history(run_dir / "history.jsonl")
-        scores = [row["score"] for row in history if row.get("epoch", -1) >= 0 and "score" in row]
-        found.setdefault(record.model, {})[_key(record.params, record.model)] = (scores, _final(record))
     return found
 
 
@@ -124,48 +99,6 @@ def noise(sweep: Path, seed: int = 2020) -> dict:
         values = per_user.load(path)["mrr@10"]
         found[model] = (len(values), values.std(ddof=1) / np.sqrt(len(values)) / values.mean())
     return found
-
-
-def _key(params: dict, model: str) -> tuple:
-    return tuple((name, params[name]) for name in sorted(SPACE[model]))
-
-
-def replay(cells: dict, model: str, seed: int, args) -> tuple[float | None, int, tuple | None]:
-    """One search over recorded curves: (best score of a trial not pruned, epochs trained, its cell)."""
-    import optuna
-
-    from recrunner.training.callbacks.pruning import make_pruner, make_sampler
-    from recrunner.sweep.space import parse
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    space = {name: parse(name, values).to_optuna() for name, values in sorted(SPACE[model].items())}
-    study = optuna.create_study(study_name=f"ml-100k/{model}",  # as the search names it: Hyperband's brackets
-                                direction="maximize", sampler=make_sampler("tpe", seed, args.trials),  # hash it
-                                pruner=make_pruner(args.prune, max_epochs=args.epochs, trials=args.trials,
-                                                   after=args.prune_after))
-    ended, epochs, best, pick = {}, 0, None, None
-    for _ in range(args.trials):
-        trial = study.ask(space)
-        key = _key(trial.params, model)
-        if key not in ended:  # a cell sampled again is not trained again: its run directory exists
-            scores, final = cells[key]
-            for step, score in enumerate(scores, start=1):
-                epochs += 1
-                trial.report(score, step)
-                if trial.should_prune():
-                    final = None
-                    break
-            ended[key] = final
-            if final is not None and (best is None or final > best):
-                best, pick = final, key
-        state = optuna.trial.TrialState.PRUNED if ended[key] is None else optuna.trial.TrialState.COMPLETE
-        study.tell(trial, ended[key], state=state)
-    return best, epochs, pick
-
-
-def pick(cells: dict):
-    """The configuration with the best validation score of a run that was not pruned (None if none)."""
-    return max((k for k, (_, best) in cells.items() if best is not None), key=lambda k: cells[k][1], default=None)
 
 
 def replayable(grid: dict, search: dict) -> tuple[int, int]:
@@ -210,6 +143,8 @@ def main() -> None:
     parser.add_argument("--grid-seeds", type=int, default=1,
                         help="run the grid with K seeds; the replay then also compares seed means of the picks")
     parser.add_argument("--reseed", type=int, default=3, help="seeds for each side's pick (1: off)")
+    parser.add_argument("--select-top", type=int, default=3, help="racing: contenders (0: no racing figures)")
+    parser.add_argument("--select-seeds", type=int, default=3, help="racing: the most seeds a contender gets")
     parser.add_argument("--output", type=Path, default=None,
                         help="keep the runs here (default: a temporary folder); a second run reuses its grid")
     args = parser.parse_args()
@@ -231,7 +166,10 @@ def main() -> None:
             print(f"\nreplay: {same} of {total} trials of the search above scored as their cell in the grid, "
                   f"epoch by epoch")
         means = seed_means(out / "grid", args.grid_seeds) if args.grid_seeds > 1 else None
-        report_replay(cells, means, out, args)
+        replays = {model: [replay(cells[model], model, seed, args) for seed in range(args.replays)] for model in SPACE}
+        report_replay(cells, means, replays, out, args)
+        if means and args.select_top and args.grid_seeds >= args.select_seeds:
+            report_racing(cells, means, replays, race_runs(out / "grid", args.grid_seeds), args)
         if not args.replay_only and args.reseed > 1:
             report_picks(cells, searched, out, args)
 
@@ -249,14 +187,7 @@ def report_search(grid: dict, search: dict, grid_seconds: float, search_seconds:
           f"(a grid already in --output is not run again)")
 
 
-def seed_means(sweep: Path, seeds: int) -> dict:
-    """{model: {configuration: mean over the seeds of its best validation score}}."""
-    per_seed = [curves(sweep, 2020 + i) for i in range(seeds)]
-    return {model: {key: statistics.mean(found[model][key][1] or 0.0 for found in per_seed) for key in cells}
-            for model, cells in per_seed[0].items()}
-
-
-def report_replay(cells: dict, means: dict | None, out: Path, args) -> None:
+def report_replay(cells: dict, means: dict | None, replays: dict, out: Path, args) -> None:
     """Per model, over `--replays` sampler seeds: the search's best against the grid's, its epochs against
     the grid's, how often both targets are met; with seed means, the same for the means of the picks."""
     print(f"\n{args.replays} searches replayed per model: tpe, {args.trials} trials, {args.prune} after "
@@ -272,9 +203,9 @@ def report_replay(cells: dict, means: dict | None, out: Path, args) -> None:
                         f"({hit_chance(len(cells[model]), good, args.trials):.0%})")
         grid_pick = pick(cells[model])
         total_epochs = sum(len(scores) for scores, _ in cells[model].values())
-        runs = [replay(cells[model], model, seed, args) for seed in range(args.replays)]
-        ratios = [(b or 0.0) / best for b, _, _ in runs]
-        shares = [e / total_epochs for _, e, _ in runs]
+        runs = replays[model]
+        ratios = [(b or 0.0) / best for b, _, _, _ in runs]
+        shares = [e / total_epochs for _, e, _, _ in runs]
         met = _met(ratios, shares)
         deciles = statistics.quantiles(ratios, n=10) if len(ratios) > 1 else ratios
         line = (f"{model:<8} {statistics.median(ratios):>14.3f} {deciles[0]:>9.3f} "
@@ -282,9 +213,9 @@ def report_replay(cells: dict, means: dict | None, out: Path, args) -> None:
                 f"{max(shares):>6.3f} {met:>11.0%}")
         if means:
             mean = means[model]
-            by_mean = [mean[chosen] / mean[grid_pick] if chosen else 0.0 for _, _, chosen in runs]
+            by_mean = [mean[chosen] / mean[grid_pick] if chosen else 0.0 for _, _, chosen, _ in runs]
             met_mean = _met(by_mean, shares)
-            by_best = [mean[chosen] / max(mean.values()) if chosen else 0.0 for _, _, chosen in runs]
+            by_best = [mean[chosen] / max(mean.values()) if chosen else 0.0 for _, _, chosen, _ in runs]
             met_best = _met(by_best, shares)
             line += (f" {statistics.median(by_mean):>19.3f} {met_mean:>11.0%}"
                      f" {statistics.median(by_best):>21.3f} {met_best:>11.0%}")
@@ -294,6 +225,43 @@ def report_replay(cells: dict, means: dict | None, out: Path, args) -> None:
     errors = noise(out / "grid")
     print("standard error of the grid best's test mrr@10 over its users: " + ", ".join(
         f"{model} {error:.1%} of the mean ({users} users)" for model, (users, error) in errors.items()))
+
+
+def report_racing(cells: dict, means: dict, replays: dict, races: dict, args) -> None:
+    """Per model, over the same replayed searches: the single-seed pick, the same pick with final seeds,
+    and the racing pick, each judged on its seed-mean validation score against the best seed mean of
+    any configuration, with every epoch each one trained (the grid's single-seed epochs = 1)."""
+    seeds = args.select_seeds
+    print(f"\nracing after the same {args.replays} searches: the {args.select_top} best trials on validation "
+          f"re-run with up to {seeds} seeds (paired test over validation users, Holm), the pick's test numbers "
+          f"over {seeds} seeds; 'within 2%': the pick's {args.grid_seeds}-seed mean validation score against the "
+          f"best of any configuration; epochs: share of the grid's single-seed epochs, all runs counted")
+    print(f"{'model':<8} {'pick':<24} {'within 2%':>10} {'seed mean: median':>18} {'10th pct':>9} "
+          f"{'epochs: median':>15} {'max':>6} {'target met':>11}   (reachable: a trial within 2% ended unpruned)")
+    for model in SPACE:
+        mean, best_mean = means[model], max(means[model].values())
+        total = sum(len(scores) for scores, _ in cells[model].values())
+        extra = {key: sum(races[model][(key, s)][1] for s in range(2021, 2020 + seeds)) for key in cells[model]}
+        rows = {"single seed": [], f"final seeds ({seeds})": [], f"racing (top {args.select_top})": []}
+        for _, epochs, chosen, ended in replays[model]:
+            rows["single seed"].append((chosen, epochs))
+            rows[f"final seeds ({seeds})"].append((chosen, epochs + (extra[chosen] if chosen else 0)))
+            raced, selection, final = race_replay(ended, races[model], args.select_top, seeds)
+            rows[f"racing (top {args.select_top})"].append((raced, epochs + selection + final))
+        everything = {key: best for key, (_, best) in cells[model].items()}  # the grid: every cell a trial
+        grid_pick = pick(cells[model])
+        rows["grid, single seed"] = [(grid_pick, total)]
+        raced, selection, final = race_replay(everything, races[model], args.select_top, seeds)
+        rows[f"grid + racing (top {args.select_top})"] = [(raced, total + selection + final)]
+        reachable = sum(any(score is not None and mean[key] >= 0.98 * best_mean for key, score in ended.items())
+                        for _, _, _, ended in replays[model]) / len(replays[model])
+        for i, (name, picks) in enumerate(rows.items()):
+            ratios = [mean[chosen] / best_mean if chosen else 0.0 for chosen, _ in picks]
+            shares = [epochs / total for _, epochs in picks]
+            deciles = statistics.quantiles(ratios, n=10) if len(ratios) > 1 else ratios
+            print(f"{model if i == 0 else '':<8} {name:<24} {sum(r >= 0.98 for r in ratios) / len(ratios):>10.0%} "
+                  f"{statistics.median(ratios):>18.3f} {deciles[0]:>9.3f} {statistics.median(shares):>15.3f} "
+                  f"{max(shares):>6.3f} {_met(ratios, shares):>11.0%}" + (f"   (reachable {reachable:.0%})" if i == 0 else ""))
 
 
 def _met(ratios: list[float], shares: list[float]) -> float:

@@ -84,11 +84,24 @@ def smoke_sweep(session: Session) -> str:
 def search_sequential(session: Session) -> str:
     grid = "configs/grids/search-sequential.yaml"
     dry = session.run(f"python run_experiments.py --grid {grid} --dry-run", ["run_experiments.py", "--grid", grid, "--dry-run"])
-    toy = ["--trials", "6", "--final-seeds", "2", "--workers", "2", "--set", "epochs=4", "MAX_ITEM_LIST_LENGTH=10",
-           "train_batch_size=2048", "user_inter_num_interval=[10,60]"]
-    shown = (f"python run_experiments.py --grid {grid} --trials 6 --final-seeds 2 --workers 2 \\\n"
+    toy = ["--trials", "6", "--final-seeds", "2", "--prune-after", "1", "--workers", "2", "--set", "epochs=4",
+           "MAX_ITEM_LIST_LENGTH=10", "train_batch_size=2048", "user_inter_num_interval=[10,60]"]
+    shown = (f"python run_experiments.py --grid {grid} --trials 6 --final-seeds 2 --prune-after 1 --workers 2 \\\n"
              '    --set epochs=4 MAX_ITEM_LIST_LENGTH=10 train_batch_size=2048 "user_inter_num_interval=[10,60]"')
     return dry + session.run(shown, ["run_experiments.py", "--grid", grid, *toy])
+
+
+def racing(session: Session) -> str:
+    grid = "configs/grids/racing.yaml"
+    toy = ["--workers", "2", "--set", "epochs=5"]
+    text = session.run(f"python run_experiments.py --grid {grid} --workers 2 --set epochs=5",
+                       ["run_experiments.py", "--grid", grid, *toy])
+    text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("warning: the split")) + "\n"
+    report = session.run("recrunner report runs/racing", ["-m", "recrunner", "report", str(session.output / "racing")],
+                         place=False)
+    page = (session.output / "racing" / "report" / "report.md").read_text()
+    budget = page[page.index("## tuning budget"):page.index("## significance")]
+    return text + report.splitlines()[0] + "\n\n(runs/racing/report/report.md: its tuning budget and racing sections)\n" + budget
 
 
 def cache_list(session: Session) -> str:
@@ -211,6 +224,7 @@ BLOCKS = {  # in the order they run: later ones may use what earlier ones made
     "sampled-metrics": sampled_metrics,
     "smoke-sweep": smoke_sweep,
     "search-sequential": search_sequential,
+    "racing": racing,
     "step-schedules": step_schedules,
     "data-parallel": data_parallel,
     "data-import": data_import,

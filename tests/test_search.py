@@ -80,7 +80,7 @@ def test_dry_run_shows_the_space_and_the_budget(tmp_path, capsys, base_args):
     code, out, _ = run_cli(capsys, ["--grid", _grid(tmp_path), "--search", "random", "--trials", "7",
                                     "--prune", "asha", *base_args, "--dry-run"])
     assert code == 0
-    assert "search: random, 7 trials per model and dataset, pruning asha after 1 epoch, final seeds off" in out
+    assert "search: random, 7 trials per model and dataset, pruning asha after 5 epochs, final seeds off" in out
     assert "ml-100k/BPR: embedding_size choice [4, 8], learning_rate loguniform [1e-05, 0.3]" in out
     assert not (tmp_path / "runs" / "tune").exists()  # a dry run writes nothing
 
@@ -88,7 +88,7 @@ def test_dry_run_shows_the_space_and_the_budget(tmp_path, capsys, base_args):
 @pytest.mark.parametrize("method, pruner", [("random", "asha"), ("tpe", "median")])
 def test_a_search_with_pruning_runs_to_completion(tmp_path, capsys, base_args, method, pruner):
     code, out, err = run_cli(capsys, ["--grid", _grid(tmp_path), "--search", method, "--trials", "6",
-                                      "--prune", pruner, *base_args])
+                                      "--prune", pruner, "--prune-after", "1", *base_args])
     assert code == 0, out + err
     sweep = tmp_path / "runs" / "tune"
     trials = _study(sweep).trials
@@ -114,7 +114,7 @@ def test_a_search_with_pruning_runs_to_completion(tmp_path, capsys, base_args, m
 
     assert run_cli(capsys, ["report", str(sweep)])[0] == 0
     report = (sweep / "report" / "report.md").read_text()
-    assert f"| BPR | ml-100k | 6 | {len(pruned)} | 3 |" in report  # trials, pruned, epoch cap
+    assert f"| BPR | ml-100k | 6 | {len(pruned)} | 0 | 3 |" in report  # trials, pruned, selection runs, epoch cap
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
@@ -175,8 +175,8 @@ def test_a_model_with_less_tuning_is_named():
              "seconds": 10.0}] * 3 + [{"model": "Pop", "dataset": "d", "status": "ok", "role": None,
                                        "epochs_trained": 1, "max_epochs": 1, "seconds": 1.0}]
     found = budgets(rows)
-    assert found[("SASRec", "d")] == {"trials": 3, "pruned": 0, "runs": 3, "max_epochs": 50, "epochs": 15,
-                                      "seconds": 30.0}
+    assert found[("SASRec", "d")] == {"trials": 3, "pruned": 0, "selection": 0, "runs": 3, "max_epochs": 50,
+                                      "epochs": 15, "seconds": 30.0}
     assert unequal(found) == ["Pop on d got its defaults or a hand-made grid (no search) while SASRec got 3 trials: "
                               "the comparison favours the better-tuned model; give every model the same --trials"]
 
@@ -315,7 +315,7 @@ def test_a_baseline_outside_the_search_is_named_on_the_console_and_in_the_report
     code, _, err = run_cli(capsys, ["report", str(tmp_path / "runs" / "tune"), "--baseline", "Pop"])
     assert code == 0 and warning in err
     report = (tmp_path / "runs" / "tune" / "report" / "report.md").read_text()
-    assert "| Pop | ml-100k | 0 | 0 | 1 | 1 |" in report and warning.replace("warning:", "**warning:**") in report
+    assert "| Pop | ml-100k | 0 | 0 | 0 | 1 | 1 |" in report and warning.replace("warning:", "**warning:**") in report
 
 
 def test_a_search_on_ray_reports_every_validation_to_the_one_study(tmp_path, capsys, base_args):

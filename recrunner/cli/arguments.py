@@ -50,21 +50,30 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--retries", type=_non_negative, default=0, help="run a failed cell again up to N times (default 0)")
     parser.add_argument("--stale-after", type=float, default=300.0, metavar="SECONDS",
                         help="reclaim a running cell whose sweep process sent no heartbeat for this long (default 300)")
+    _search_arguments(parser)
+    parser.add_argument("--dry-run", action="store_true", help="print the cells and their run ids; run nothing")
+    parser.add_argument("--quiet", action="store_true", help="log to run.log only, not to the console")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    return parser
+
+
+def _search_arguments(parser) -> None:
+    """A search's and racing's flags (docs/search.md); a grid file's keys of the same names."""
     parser.add_argument("--search", choices=("random", "tpe"), default=None,
                         help="search the grid's lists and distributions: --trials per model and dataset (Optuna)")
     parser.add_argument("--trials", type=_positive, default=None, help="trials per model and dataset (default 20)")
     parser.add_argument("--prune", choices=("none", "median", "asha", "hyperband"), default=None,
                         help="stop trials early on their validation scores (default none)")
     parser.add_argument("--prune-after", type=_positive, default=None, metavar="N",
-                        help="epochs every trial trains before it can be pruned (default 1)")
+                        help="epochs every trial trains before it can be pruned (default 5: BENCHMARKS.md)")
     parser.add_argument("--final-seeds", type=_non_negative, default=None, metavar="K",
                         help="after the search, the best configuration (on validation) with K seeds")
+    parser.add_argument("--select-top", type=_positive, default=None, metavar="K",
+                        help="racing: re-run the K best configurations on validation with more seeds (docs/search.md)")
+    parser.add_argument("--select-seeds", type=_positive, default=None, metavar="S",
+                        help="racing: the most seeds a configuration gets, its first included (default 3)")
     parser.add_argument("--storage", default=None, metavar="URL",
                         help="the search's studies in a database (a cluster); default: runs/<sweep>/search/")
-    parser.add_argument("--dry-run", action="store_true", help="print the cells and their run ids; run nothing")
-    parser.add_argument("--quiet", action="store_true", help="log to run.log only, not to the console")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks")
-    return parser
 
 
 def _positive(text: str) -> int:

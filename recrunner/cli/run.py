@@ -52,23 +52,26 @@ def _run(args) -> int:
     request = request_of(args)
     grid, overrides = grid_of(request)
     name = sweep_name(request, grid)
-    from .search import search_options
+    from .search import search_options, select_options
 
     search = search_options(args, grid)
+    select = select_options(args, grid, search.final_seeds if search else None)
     if search is not None:
         from .search import run_search
 
-        return run_search(args, cells_of(request, grid, overrides, search.final_seeds), name, search, workspace_of(args))
+        seeds = max(search.final_seeds, select.seeds if select else 0)  # the seeds each study needs
+        return run_search(args, cells_of(request, grid, overrides, seeds), name, search, workspace_of(args), select)
     cells = cells_of(request, grid, overrides)
     record = OutputPaths(args.output).sweep(name).record
     launches = (args.nproc or 1) > 1 and not args.under_torchrun  # --nproc: the run's processes fork from it
     if not args.dry_run and (forkserver.serves(args.backend, args.workers, args.gpus) or launches) and \
             may_have_work(record, cells, restart=args.restart, resume_from=args.resume_from):
         forkserver.start()  # it imports torch and RecBole while this process does the same
-    return _plan_and_run(args, cells, name)
+    return _plan_and_run(args, cells, name, select)
 
 
-def _plan_and_run(args, cells, name) -> int:
+def _plan_and_run(args, cells, name, select=None) -> int:
+    """Plan the cells, then run them (or print them: --dry-run); `select`: racing's SelectOptions."""
     from ..sweep import plan
     from ..sweep.executors import check_gpus
 
@@ -81,11 +84,15 @@ def _plan_and_run(args, cells, name) -> int:
     planned = plan(cells, workspace, name, command=args.command)
     if args.dry_run:
         print(describe_plan(name, planned, workspace.output_dir))
+        if select is not None:
+            from ..sweep.selection import describe
+
+            print(describe(select))
         return 0
     with sigterm_interrupts():
         if args.resume_from is not None:
             return _resume_one(planned, workspace, args)
-        return _sweep(name, planned, workspace, args)
+        return _sweep(name, planned, workspace, args, select)
 
 
 def request_of(args) -> SweepRequest:
@@ -99,10 +106,15 @@ def _processes(args) -> tuple:
     return (f"nproc={args.nproc}",) if (getattr(args, "nproc", None) or 1) > 1 else ()
 
 
-def _sweep(name, planned, workspace, args) -> int:
+def _sweep(name, planned, workspace, args, select=None) -> int:
     from ..sweep import run_sweep
 
-    summary = run_sweep(name, planned, workspace, sweep_options(args))
+    racing = None
+    if select is not None:
+        from ..sweep.selection import race_grid
+
+        racing = race_grid(planned, workspace, name, select, command=args.command)
+    summary = run_sweep(name, planned, workspace, sweep_options(args), search=racing)
     if summary.interrupted:
         print("recrunner: interrupted; run the same command again to resume", file=sys.stderr)
     return summary.exit_code

@@ -27,20 +27,34 @@ def search_options(args, grid):
 
     if importlib.util.find_spec("optuna") is None:
         raise ConfigError("--search needs Optuna, an optional extra: pip install -e \".[search]\" (or pip install optuna)")
-    from ..search.driver import SearchOptions
+    from ..search.driver import PRUNE_AFTER, SearchOptions
 
     return SearchOptions(method=method, trials=settings["trials"] or 20, prune=settings["prune"] or "none",
-                         final_seeds=settings["final_seeds"] or 0, prune_after=settings["prune_after"] or 1,
+                         final_seeds=settings["final_seeds"] or 0, prune_after=settings["prune_after"] or PRUNE_AFTER,
                          storage=args.storage)
 
 
-def run_search(args, specs, name, options, workspace) -> int:
+def select_options(args, grid, final_seeds: int | None):
+    """Racing as the command line and grid file ask for it (the command line wins), or None."""
+    from ..sweep.grid import check_select_settings
+    from ..sweep.selection import SelectOptions
+
+    top, seeds = args.select_top or grid.select_top, args.select_seeds or grid.select_seeds
+    check_select_settings(top, seeds, grid.seeds, search=args.search or grid.search, source="--select-top")
+    if top is None:
+        return None
+    if args.resume_from is not None:
+        raise ConfigError("--resume-from continues one run, not a race; run the same command again to resume it")
+    return SelectOptions(top=top, seeds=seeds or 3, final_seeds=final_seeds or 0)
+
+
+def run_search(args, specs, name, options, workspace, select=None) -> int:
     """Check the space, then run the search as a sweep (or print it: --dry-run); the exit code."""
     from ..sweep import forkserver
     from ..sweep import run_sweep
-    from ..search.driver import start_search
+    from ..search.cells import start_search
 
-    search = start_search(specs, workspace, name, options, command=args.command)
+    search = start_search(specs, workspace, name, options, command=args.command, select=select)
     if args.restart and not args.dry_run and "://" not in search.storage_url:
         Path(search.storage_url).unlink(missing_ok=True)  # --restart: the study starts over too
     search.check()

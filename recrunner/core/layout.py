@@ -7,9 +7,11 @@
         hparams-columns/                        the HParams columns of every run below (run/hparams_columns.py)
         <sweep>/                                SweepPaths
             sweep.jsonl  results.csv  results.md  report/  search/study.journal  mlruns/
-            final/<dataset>/<model>/<run id>/   a search's final seeds
+            final/<dataset>/<model>/<run id>/   a search's final seeds, a race pick's missing seeds
+            select/<dataset>/<model>/<run id>/  racing: the contenders' seed runs
+            selection.json                      racing: the races so far (sweep/selection.py)
             <dataset>/<model>/<run id>/         RunPaths
-                config.yaml  run.log  metrics.json  history.jsonl  test_per_user.npz
+                config.yaml  run.log  metrics.json  history.jsonl  test_per_user.npz  valid_per_user.npz
                 events.out.tfevents.*  events.out.tfevents.0000000000.hparams
                 checkpoints/best.pth  checkpoints/last.pth  [checkpoints/epoch-NNNN.pth]
                 [steps/events.out.tfevents.*]             the optimizer-step axis (eval_every_steps, log_every_steps)
@@ -26,6 +28,7 @@ from pathlib import Path
 
 HPARAMS_ROW = "events.out.tfevents.0000000000.hparams"  # a run's HParams row; the columns' file has the same name
 FINAL = "final"  # a search's final seeds: the folder under the sweep, and their record's role
+SELECT = "select"  # racing's seed runs of the contenders (sweep/selection.py): their folder and role
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,11 @@ class RunPaths:
     def test_per_user(self) -> Path:
         """Per-user test metrics (run/per_user.py)."""
         return self.run_dir / "test_per_user.npz"
+
+    @property
+    def valid_per_user(self) -> Path:
+        """Per-user validation metrics of the best weights (run/per_user.py): racing reads these."""
+        return self.run_dir / "valid_per_user.npz"
 
     @property
     def hparams_row(self) -> Path:
@@ -144,6 +152,11 @@ class SweepPaths:
     def report(self) -> Path:
         """`recrunner report`'s default folder."""
         return self.sweep_dir / "report"
+
+    @property
+    def selection(self) -> Path:
+        """The races of a sweep that races its best configurations over seeds (sweep/selection.py)."""
+        return self.sweep_dir / "selection.json"
 
     @property
     def study_journal(self) -> Path:

@@ -2,8 +2,9 @@
 
 New models "win" against baselines nobody tuned (Dacrema et al. 2019; Rendle et al. 2019). For
 each (model, dataset) of a sweep folder: the trials it got (0 for runs outside a search: its
-defaults or a hand-made grid), pruned trials, the epoch cap, epochs trained and wall time in
-all. A model compared with one that got fewer trials or a smaller epoch cap is named.
+defaults or a hand-made grid), pruned trials, racing's selection runs (sweep/selection.py), the
+epoch cap, epochs trained and wall time in all (selection runs included). A model compared with
+one that got fewer trials, a smaller epoch cap, or no race where the other raced is named.
 """
 
 from __future__ import annotations
@@ -12,15 +13,17 @@ from collections import defaultdict
 
 
 def budgets(rows: list[dict]) -> dict:
-    """{(model, dataset): {"trials", "pruned", "runs", "max_epochs", "epochs", "seconds"}} over every run."""
-    found: dict = defaultdict(lambda: {"trials": 0, "pruned": 0, "runs": 0, "max_epochs": None, "epochs": 0,
-                                       "seconds": 0.0})
+    """{(model, dataset): {"trials", "pruned", "selection", "runs", "max_epochs", "epochs", "seconds"}} over
+    every run."""
+    found: dict = defaultdict(lambda: {"trials": 0, "pruned": 0, "selection": 0, "runs": 0, "max_epochs": None,
+                                       "epochs": 0, "seconds": 0.0})
     for row in rows:
         if row.get("status") not in ("ok", "pruned", "failed"):
             continue
         entry = found[(row["model"], row["dataset"])]
         entry["runs"] += 1
         entry["trials"] += row.get("role") == "trial"
+        entry["selection"] += row.get("role") == "select"
         entry["pruned"] += row.get("status") == "pruned"
         entry["epochs"] += row.get("epochs_trained") or 0
         entry["seconds"] += row.get("seconds") or 0.0
@@ -37,6 +40,12 @@ def unequal(found: dict) -> list[str]:
         models = {m: b for (m, d), b in found.items() if d == dataset}
         most = max(b["trials"] for b in models.values())
         cap = max((b["max_epochs"] or 0) for b in models.values())
+        raced = next((m for m, b in models.items() if b["selection"]), None)
+        for model, b in models.items():
+            if raced and not b["selection"]:
+                warnings.append(f"{model} on {dataset} was picked on one seed while {raced}'s pick raced over seeds "
+                                f"({models[raced]['selection']} selection runs): give every model the same "
+                                "--select-top and --select-seeds")
         if most == 0:
             continue  # no search on this dataset: nothing was tuned, equally
         leader = next(m for m, b in models.items() if b["trials"] == most)
@@ -53,16 +62,16 @@ def unequal(found: dict) -> list[str]:
 
 def budget_lines(found: dict, chosen: dict | None = None) -> list[str]:
     """The budget table (Markdown) with each chosen configuration's mean validation score, then the warnings."""
-    if not any(b["trials"] for b in found.values()):
+    if not any(b["trials"] or b["selection"] for b in found.values()):
         return []
     lines = ["## tuning budget", "",
-             "| model | dataset | trials | pruned | epoch cap | epochs trained | wall time | best validation |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| model | dataset | trials | pruned | selection runs | epoch cap | epochs trained | wall time | "
+             "best validation |", "|---|---|---|---|---|---|---|---|---|"]
     for (model, dataset), b in found.items():
         runs = (chosen or {}).get((model, dataset), [])
         scores = [r["best_valid_score"] for r in runs if r.get("best_valid_score") is not None]
         score = f"{sum(scores) / len(scores):.4f} ({runs[0].get('valid_metric')})" if scores else "–"
-        lines.append(f"| {model} | {dataset} | {b['trials']} | {b['pruned']} | {b['max_epochs'] or '–'} | "
+        lines.append(f"| {model} | {dataset} | {b['trials']} | {b['pruned']} | {b['selection']} | {b['max_epochs'] or '–'} | "
                      f"{b['epochs']} | {b['seconds']:.0f}s | {score} |")
     warnings = [f"- **warning:** {warning}" for warning in unequal(found)]
     return lines + [""] + (warnings + [""] if warnings else [])

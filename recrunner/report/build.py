@@ -34,6 +34,7 @@ from ..run.protocol import separate
 from ..core.layout import RunPaths, SweepPaths
 from ..training.callbacks.history import read_history
 from ..run.record import RunRecord, Status
+from .racing import load_races, picked_runs
 from .tables import best_configurations
 from . import stats
 from .model import Report
@@ -49,7 +50,8 @@ def discover(sweep_dir: Path) -> list[dict]:
         record = RunRecord.read(path)
         if record is None:
             continue
-        row = {"run_dir": path.parent, "model": record.model, "dataset": record.dataset,
+        cell = "/".join(path.parent.relative_to(sweep_dir).parts)  # as the sweep names it (select/..., final/...)
+        row = {"run_dir": path.parent, "cell": cell, "model": record.model, "dataset": record.dataset,
                "status": record.status.value, "seed": record.seed, "error": record.error,
                "valid_metric": record.valid_metric or "mrr@10",
                "best_valid_score": record.best_valid_score, "initial_valid": record.initial_valid,
@@ -80,8 +82,9 @@ def build_report(sweep_dir: Path, baseline: str | None = None, alpha: float = 0.
     if baseline not in models:
         raise ConfigError(f"baseline {baseline!r} is not in this sweep; models: {', '.join(models)}")
     metrics = list(dict.fromkeys(k[5:] for r in rows for k in r if k.startswith("test/")))
-    report = Report(sweep_dir, baseline, metrics, models, datasets, best_configurations(rows, swept),
-                    protocols=protocols, interval=interval, alpha=alpha, rows=rows)
+    races = load_races(sweep_dir)
+    report = Report(sweep_dir, baseline, metrics, models, datasets, best_configurations(rows, swept, picked_runs(races)),
+                    protocols=protocols, interval=interval, alpha=alpha, rows=rows, races=races)
     report.counts = {s: sum(r["status"] == s for r in rows) for s in sorted({r["status"] for r in rows})}
     report.flags = [flag for row in rows for flag in _flags(row)]
     report.significance = _significance(report)

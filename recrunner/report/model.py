@@ -29,6 +29,7 @@ class Report:
     interval: str = "std"                              # tables show mean ± std, or ± 95% CI over seeds ("ci")
     alpha: float = 0.05
     rows: list = field(default_factory=list)           # every run, as discover() found it (budgets)
+    races: dict = field(default_factory=dict)          # selection.json: racing's contenders (report/racing.py)
 
     @property
     def table(self) -> ResultTable:

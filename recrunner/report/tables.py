@@ -20,14 +20,23 @@ import numpy as np
 from ..training.callbacks import metric_bigger
 
 
-def best_configurations(rows: list[dict], swept: list[str]) -> dict:
+def best_configurations(rows: list[dict], swept: list[str], picks: dict | None = None) -> dict:
     """{(model, dataset): [rows of the configuration with the best mean validation score]} (pure).
 
-    Where a search ran final seeds (rows with role "final"), only those rows count.
+    Where a race picked a configuration (picks: {(model, dataset): its runs' cell ids}, from
+    report.racing.picked_runs), its runs over the final seeds; else, where a search ran final seeds
+    (rows with role "final"), only those rows count.
     """
+    picked = set().union(*(picks or {}).values())
+    chosen = defaultdict(list)
+    for row in rows:
+        if row.get("cell") in picked and row["status"] == "ok":
+            chosen[(row["model"], row["dataset"])].append(row)
     groups = defaultdict(list)
     finals = {(r["model"], r["dataset"]) for r in rows if r.get("role") == "final" and r["status"] == "ok"}
     for row in rows:
+        if (row["model"], row["dataset"]) in chosen:
+            continue
         if (row["model"], row["dataset"]) in finals and row.get("role") != "final":
             continue  # a search with final seeds: its tables are the final runs, never the trials
         if row["status"] == "ok" and row.get("best_valid_score") is not None:
@@ -40,7 +49,7 @@ def best_configurations(rows: list[dict], swept: list[str]) -> dict:
         current = best.get((model, dataset))
         if current is None or (score > current[0] if bigger else score < current[0]):
             best[(model, dataset)] = (score, members)
-    return {key: members for key, (_, members) in best.items()}
+    return {**{key: members for key, (_, members) in best.items()}, **chosen}
 
 
 def mean_std(values) -> tuple[float, float]:

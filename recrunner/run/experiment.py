@@ -185,6 +185,7 @@ def _fit_and_test(trainer, train_data, valid_data, test_data, record: RunRecord,
     test_result = trainer.test(test_data, show_progress=show_progress)
     record.test_seconds = round(time.perf_counter() - started, 3)
     per_user.save(paths.test_per_user, trainer.test_per_user)
+    per_user.save(paths.valid_per_user, per_user.of_validation(trainer, valid_data))
     record.test = {k: float(v) for k, v in test_result.items()}
     return Status.OK, None
 

@@ -35,6 +35,9 @@ from ..sweep.space import SearchSpec  # noqa: F401 (re-exported)
 logger = logging.getLogger("recrunner")
 
 METHODS = ("random", "tpe")
+# Epochs before a trial can be pruned. BENCHMARKS.md (bench/bench_search.py, 200 replayed searches per
+# setting): after 1 or 2 epochs ASHA prunes the slow starters that end best; after 5 it loses least.
+PRUNE_AFTER = 5
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,7 @@ class SearchOptions:
     trials: int = 20             # per (model, dataset)
     prune: str = "none"          # none | median | asha | hyperband
     final_seeds: int = 0         # 0: off
-    prune_after: int = 1         # epochs every trial trains before it can be pruned
+    prune_after: int = PRUNE_AFTER  # epochs every trial trains before it can be pruned
     storage: str | None = None   # a database URL for a cluster; default: a journal file in the sweep folder
     seed: int = 0                # the samplers' seed
 
@@ -51,8 +54,9 @@ class SearchOptions:
 class Search:
     """Asks the studies for trials, plans them as sweep cells, and tells the studies how each ended."""
 
-    def __init__(self, specs, planner, sweep_dir: Path, options: SearchOptions):
+    def __init__(self, specs, planner, sweep_dir: Path, options: SearchOptions, selection=None):
         self.specs, self.plan_cell, self.options = list(specs), planner, options
+        self.selection = selection  # sweep.selection.Selection: race the best trials over seeds, then finals
         self.storage_url = options.storage or str(SweepPaths(Path(sweep_dir)).study_journal)
         self.studies: dict[str, object] = {}
         self.epochs: dict[str, int] = {}
@@ -117,7 +121,7 @@ class Search:
                     cells.append(self._plan_trial(spec, trial))
                     progress = True
         if len(cells) < wanted:
-            cells += self._finals()
+            cells += self._finals() if self.selection is None else self._races()
         return cells
 
     def _ask(self, spec: SearchSpec):
@@ -142,13 +146,35 @@ class Search:
             else contextlib.nullcontext()
 
     def exhausted(self) -> bool:
-        """No trial left to ask and no final seeds left to plan."""
+        """No trial left to ask, and no final seeds (or race runs) left to plan."""
         for spec in self.specs:
             if len(self.studies[spec.study_name].get_trials(deepcopy=False)) < self.options.trials:
                 return False
-            if self.options.final_seeds and spec.study_name not in self.finals_planned:
+            if self.selection is not None and not self.selection.over(spec.study_name):
+                return False
+            if self.selection is None and self.options.final_seeds and spec.study_name not in self.finals_planned:
                 return False
         return True
+
+    def _ended(self, spec) -> list | None:
+        """The study's trials once all are asked and have ended, else None."""
+        trials = self.studies[spec.study_name].get_trials(deepcopy=False)
+        ended = len(trials) >= self.options.trials and all(t.state.name in ("COMPLETE", "PRUNED", "FAIL") for t in trials)
+        return trials if ended else None
+
+    def _races(self) -> list:
+        """Racing: each study whose trials have all ended races its best (sweep/selection.py)."""
+        for spec in self.specs:
+            trials = self._ended(spec)
+            if trials is None or spec.study_name in self.selection.groups:
+                continue
+            firsts = {}
+            for t in trials:
+                if t.state.name == "COMPLETE":
+                    item = self.plan_cell(spec, dict(t.params), spec.seeds[0], {"role": "trial", "trial": t.number})
+                    firsts.setdefault(item.cell_id, item)
+            self.selection.add(spec.study_name, [item for item in firsts.values() if item.cell_id], spec.seeds)
+        return self.selection.more()
 
     def _finals(self) -> list:
         import optuna
@@ -156,19 +182,16 @@ class Search:
         cells = []
         if not self.options.final_seeds:
             return cells
-        done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.FAIL)
         for spec in self.specs:
-            study = self.studies[spec.study_name]
-            trials = study.get_trials(deepcopy=False)
-            if spec.study_name in self.finals_planned or len(trials) < self.options.trials or \
-                    any(t.state not in done for t in trials):
+            trials = self._ended(spec)
+            if spec.study_name in self.finals_planned or trials is None:
                 continue
             self.finals_planned.add(spec.study_name)
             complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
             if not complete:
                 logger.warning(f"{spec.study_name}: no trial completed, so no final seeds")
                 continue
-            best = study.best_trial  # chosen on validation: the value each trial was told
+            best = self.studies[spec.study_name].best_trial  # chosen on validation: the value each trial was told
             for seed in spec.seeds[:self.options.final_seeds]:
                 cells.append(self.plan_cell(spec, dict(best.params), seed, {"role": FINAL, "trial": best.number}))
         return cells
@@ -191,7 +214,10 @@ class Search:
         left = 0
         for spec in self.specs:
             left += max(0, self.options.trials - len(self.studies[spec.study_name].get_trials(deepcopy=False)))
-            if spec.study_name not in self.finals_planned:
+            if self.selection is not None:
+                waiting = spec.study_name not in self.selection.groups
+                left += waiting * self.selection.options.top * (self.selection.options.seeds - 1)
+            elif spec.study_name not in self.finals_planned:
                 left += min(self.options.final_seeds, len(spec.seeds))
         return left
 
@@ -241,22 +267,8 @@ class Search:
                  f"{self.storage_url}"]
         for spec in self.specs:
             lines.append(f"  {spec.study_name}: " + ", ".join(f"{n} {d.describe()}" for n, d in spec.space.items()))
+        if self.selection is not None:
+            from ..sweep.selection import describe
+
+            lines.append(describe(self.selection.options))
         return lines
-
-
-def start_search(specs, workspace, name: str, options: SearchOptions, command: str | None = None) -> Search:
-    """The search of a sweep: trials in runs/<name>/, final seeds in runs/<name>/final/."""
-    from ..sweep.grid import Cell
-    from ..sweep.planning import plan_one
-
-    id_keys = tuple(dict.fromkeys(key for spec in specs for key in spec.space)) + ("seed",)
-
-    def plan_cell(spec, params, seed, search, trial=None):
-        cell = Cell(spec.model, spec.dataset, {**spec.fixed, **params, "seed": seed}, swept=(*spec.space, "seed"))
-        final = (search or {}).get("role") == FINAL
-        item = plan_one(cell, workspace, f"{name}/{FINAL}" if final else name, id_keys, command, search=search)
-        item.trial = trial
-        return item
-
-    return Search(specs, plan_cell, workspace.output_dir / name, options)
-

@@ -9,6 +9,8 @@
     model_params:                 # per-model blocks, swept the same way
       SASRec: {n_layers: [1, 2]}
     seeds: [2020, 2021]           # or  repeats: 3  (seed, seed+1, seed+2 from `seed`, default 2020)
+    select_top: 3                 # racing: the 3 best on validation re-run with more seeds (sweep/selection.py)
+    select_seeds: 3               #   up to 3 seeds each, the first included
     fixed:                        # overrides taken as they are, lists included
       epochs: 50
       topk: [10, 20]
@@ -31,7 +33,7 @@ from ..config.run_id import make_run_id
 from .space import SearchSpec, is_distribution, split
 
 GRID_KEYS = ("name", "models", "datasets", "params", "model_params", "dataset_params", "seeds", "repeats", "fixed",
-             "search", "trials", "prune", "final_seeds", "prune_after")
+             "search", "trials", "prune", "final_seeds", "prune_after", "select_top", "select_seeds")
 SEARCH_METHODS = ("random", "tpe")
 PRUNERS = ("none", "median", "asha", "hyperband")
 DEFAULT_SEED = 2020
@@ -52,6 +54,8 @@ class Grid:
     prune: str | None = None          # none | median | asha | hyperband
     final_seeds: int | None = None    # then the best trial's configuration with K seeds
     prune_after: int | None = None    # epochs every trial trains before it can be pruned
+    select_top: int | None = None     # racing: contenders per (model, dataset), re-run with more seeds
+    select_seeds: int | None = None   # racing: the most seeds a contender gets (default 3)
 
 
 @dataclass(frozen=True)
@@ -102,9 +106,12 @@ def grid_from_mapping(raw: Mapping, source: str = "grid") -> Grid:
                               "give at least one value")
     search = {key: raw.get(key) for key in ("search", "trials", "prune", "final_seeds", "prune_after")}
     check_search_settings(**search, source=source)
+    select = {key: raw.get(key) for key in ("select_top", "select_seeds")}
+    seeds = _seeds(raw, source)
+    check_select_settings(**select, seeds=seeds, search=search["search"], source=source)
     return Grid(models=names("models"), datasets=names("datasets"), params=mapping("params"),
                 model_params=blocks["model_params"], dataset_params=blocks["dataset_params"],
-                seeds=_seeds(raw, source), fixed=mapping("fixed"), name=raw.get("name"), **search)
+                seeds=seeds, fixed=mapping("fixed"), name=raw.get("name"), **search, **select)
 
 
 def check_search_settings(search=None, trials=None, prune=None, final_seeds=None, prune_after=None,
@@ -120,6 +127,19 @@ def check_search_settings(search=None, trials=None, prune=None, final_seeds=None
     if search is None and (trials or (prune not in (None, "none")) or final_seeds or prune_after):
         raise ConfigError(f"{source}: trials, prune, prune_after and final_seeds belong to a search; add search: "
                           "tpe (or --search tpe)")
+
+
+def check_select_settings(select_top=None, select_seeds=None, seeds=None, search=None, source: str = "grid") -> None:
+    """Racing's settings, from a grid file or the command line; ConfigError when impossible."""
+    for key, value in (("select_top", select_top), ("select_seeds", select_seeds)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 2):
+            raise ConfigError(f"{source}: {key} must be a whole number >= 2, got {value!r}")
+    if select_seeds is not None and select_top is None:
+        raise ConfigError(f"{source}: select_seeds belongs to racing; add select_top: K (or --select-top K), "
+                          "the configurations that race")
+    if select_top is not None and search is None and seeds is not None and len(seeds) > 1:
+        raise ConfigError(f"{source}: select_top races the best cells over new seeds, and this grid already runs "
+                          f"every cell with {len(seeds)} seeds; give one seed, or leave select_top out")
 
 
 def _seeds(raw: Mapping, source: str) -> tuple[int, ...] | None:

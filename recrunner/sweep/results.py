@@ -58,11 +58,12 @@ def cell_row(cell_id: str, model: str, dataset: str, params: dict, swept, run_di
     return row
 
 
-def write_results(sweep_dir: Path, rows: list[dict], swept: list[str], title: str) -> tuple[Path, Path]:
+def write_results(sweep_dir: Path, rows: list[dict], swept: list[str], title: str,
+                  picks: dict | None = None) -> tuple[Path, Path]:
     paths = SweepPaths(Path(sweep_dir))
     csv_path, md_path = paths.results_csv, paths.results_md
     write_text_atomic(csv_path, results_csv(rows, swept))
-    write_text_atomic(md_path, results_markdown(rows, swept, title))
+    write_text_atomic(md_path, results_markdown(rows, swept, title, picks))
     return csv_path, md_path
 
 
@@ -82,7 +83,8 @@ def results_csv(rows: list[dict], swept: list[str]) -> str:
 
 
 
-def results_markdown(rows: list[dict], swept: list[str], title: str) -> str:
+def results_markdown(rows: list[dict], swept: list[str], title: str, picks: dict | None = None) -> str:
+    """`picks`: each race's pick (report.racing.picked_runs): its runs are the table's."""
     rows = [dict(row) for row in rows]
     protocols = separate(rows)  # a dataset under two protocols is two columns, never one pooled cell
     counts = defaultdict(int)
@@ -90,7 +92,7 @@ def results_markdown(rows: list[dict], swept: list[str], title: str) -> str:
         counts[row["status"]] += 1
     models = list(dict.fromkeys(row["model"] for row in rows))
     datasets = list(dict.fromkeys(row["dataset"] for row in rows))
-    chosen = best_configurations(rows, swept)
+    chosen = best_configurations(rows, swept, picks)
     table = ResultTable(models, datasets, chosen)
     metrics = list(dict.fromkeys(k[5:] for row in rows for k in row if k.startswith("test/")))
     lines = [f"# {title}", "", f"{len(rows)} cells: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) + ".",

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..core.layout import SweepPaths
 from ..report.budget import budgets, unequal
+from ..report.racing import load_races, picked_runs
 from ..run.hparams_columns import write_experiment
 from ..run.record import RunRecord
 from .results import cell_row, write_results
@@ -65,7 +66,8 @@ class SweepTables:
             self.earlier = self._earlier_runs(planned)
         rows += [cell_row(cell_id, record.model, record.dataset, record.params, swept, run_dir, record=record)
                  for cell_id, record, run_dir in self.earlier]
-        _, self.results_md = write_results(self.paths.sweep_dir, rows, swept, title=f"Sweep {self.name}")
+        picks = picked_runs(load_races(self.paths.sweep_dir))  # a race's pick, where one ran
+        _, self.results_md = write_results(self.paths.sweep_dir, rows, swept, title=f"Sweep {self.name}", picks=picks)
         self.tuning_warnings = unequal(budgets(rows))
         if full:
             write_experiment(self.output_dir)
@@ -81,5 +83,6 @@ class SweepTables:
     def _earlier_runs(self, planned) -> list[tuple[str, RunRecord, Path]]:
         """Runs in this sweep folder from earlier commands with other cells: their rows stay."""
         ours = {p.run_dir for p in planned if p.run_dir is not None}
-        return [("/".join(path.parent.parts[-3:]), RunRecord.read(path) or RunRecord(), path.parent)
+        return [("/".join(path.parent.relative_to(self.paths.sweep_dir).parts), RunRecord.read(path) or RunRecord(),
+                 path.parent)
                 for path in self.paths.run_records() if path.parent not in ours]

@@ -30,7 +30,7 @@ class TrialRef:
     pruner: str = "none"  # median | asha | hyperband | none
     max_epochs: int = 1   # the epoch cap: Hyperband's largest budget
     trials: int = 1       # the study's number of trials (the median pruner's warm-up)
-    after: int = 1        # epochs every trial trains before it can be pruned (--prune-after)
+    after: int = 1        # epochs every trial trains before it can be pruned (--prune-after; the search's default is 5)
 
 
 def make_pruner(name: str, *, max_epochs: int = 1, trials: int = 1, after: int = 1):
