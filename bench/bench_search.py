@@ -2,7 +2,8 @@
 
     python bench/bench_search.py [--workers 2] [--trials 12] [--prune asha] [--prune-after 3] [--epochs 20]
                                  [--batch-size 256] [--stopping-step 3] [--replays 200] [--replay-only]
-                                 [--grid-seeds 1] [--reseed 3] [--select-top 3] [--select-seeds 3] [--output DIR]
+                                 [--grid-seeds 1] [--reseed 3] [--select-top 3] [--select-seeds 3] [--frontier 8,16,27]
+                                 [--output DIR]
 
 SASRec and GRU4Rec on ml-100k (tiny: users with 10-60 interactions), learning rate x dropout x
 hidden size, and BPR, learning rate x embedding size x weight decay, 3 values each: 27 cells per
@@ -36,7 +37,9 @@ Racing (with `--grid-seeds` >= `--select-seeds`): after each replayed search, it
 best trials race over seeds through recrunner.report.racing.race, the runs taken from the grid
 (bench/search_replay.py). It prints, per model, the single-seed pick, the same pick with final
 seeds and the racing pick: how often each is within 2% of the best seed mean of any configuration,
-and the epochs each used in all (the grid's single-seed epochs = 1).
+and the epochs each used in all (the grid's single-seed epochs = 1). `--frontier 8,16,27` replays
+searches of those trial counts too: how often any pick could be within 2% (a trial within 2% ended
+unpruned), against the epochs it costs (bench/search_racing.py).
 """
 
 from __future__ import annotations
@@ -55,8 +58,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.search_replay import (FIXED, SPACE, curves, final_score, pick, race_replay, race_runs, replay,  # noqa: E402
-                                 runs_of, seed_means)
+from bench.search_racing import met as _met, report_frontier, report_racing  # noqa: E402
+from bench.search_replay import (FIXED, SPACE, curves, final_score, pick, race_runs, replay, runs_of,  # noqa: E402
+                                 seed_means)
 from recrunner.run import per_user  # noqa: E402
 
 def run(grid: dict, out: Path, workers: int, extra=()) -> float:
@@ -145,6 +149,8 @@ def main() -> None:
     parser.add_argument("--reseed", type=int, default=3, help="seeds for each side's pick (1: off)")
     parser.add_argument("--select-top", type=int, default=3, help="racing: contenders (0: no racing figures)")
     parser.add_argument("--select-seeds", type=int, default=3, help="racing: the most seeds a contender gets")
+    parser.add_argument("--frontier", default=None, metavar="N,N,...",
+                        help="with racing: replay searches of these trial counts too (trials against epochs)")
     parser.add_argument("--output", type=Path, default=None,
                         help="keep the runs here (default: a temporary folder); a second run reuses its grid")
     args = parser.parse_args()
@@ -169,7 +175,10 @@ def main() -> None:
         replays = {model: [replay(cells[model], model, seed, args) for seed in range(args.replays)] for model in SPACE}
         report_replay(cells, means, replays, out, args)
         if means and args.select_top and args.grid_seeds >= args.select_seeds:
-            report_racing(cells, means, replays, race_runs(out / "grid", args.grid_seeds), args)
+            races = race_runs(out / "grid", args.grid_seeds)
+            report_racing(cells, means, replays, races, args)
+            if args.frontier:
+                report_frontier(cells, means, races, args, [int(n) for n in args.frontier.split(",")])
         if not args.replay_only and args.reseed > 1:
             report_picks(cells, searched, out, args)
 
@@ -225,48 +234,6 @@ def report_replay(cells: dict, means: dict | None, replays: dict, out: Path, arg
     errors = noise(out / "grid")
     print("standard error of the grid best's test mrr@10 over its users: " + ", ".join(
         f"{model} {error:.1%} of the mean ({users} users)" for model, (users, error) in errors.items()))
-
-
-def report_racing(cells: dict, means: dict, replays: dict, races: dict, args) -> None:
-    """Per model, over the same replayed searches: the single-seed pick, the same pick with final seeds,
-    and the racing pick, each judged on its seed-mean validation score against the best seed mean of
-    any configuration, with every epoch each one trained (the grid's single-seed epochs = 1)."""
-    seeds = args.select_seeds
-    print(f"\nracing after the same {args.replays} searches: the {args.select_top} best trials on validation "
-          f"re-run with up to {seeds} seeds (paired test over validation users, Holm), the pick's test numbers "
-          f"over {seeds} seeds; 'within 2%': the pick's {args.grid_seeds}-seed mean validation score against the "
-          f"best of any configuration; epochs: share of the grid's single-seed epochs, all runs counted")
-    print(f"{'model':<8} {'pick':<24} {'within 2%':>10} {'seed mean: median':>18} {'10th pct':>9} "
-          f"{'epochs: median':>15} {'max':>6} {'target met':>11}   (reachable: a trial within 2% ended unpruned)")
-    for model in SPACE:
-        mean, best_mean = means[model], max(means[model].values())
-        total = sum(len(scores) for scores, _ in cells[model].values())
-        extra = {key: sum(races[model][(key, s)][1] for s in range(2021, 2020 + seeds)) for key in cells[model]}
-        rows = {"single seed": [], f"final seeds ({seeds})": [], f"racing (top {args.select_top})": []}
-        for _, epochs, chosen, ended in replays[model]:
-            rows["single seed"].append((chosen, epochs))
-            rows[f"final seeds ({seeds})"].append((chosen, epochs + (extra[chosen] if chosen else 0)))
-            raced, selection, final = race_replay(ended, races[model], args.select_top, seeds)
-            rows[f"racing (top {args.select_top})"].append((raced, epochs + selection + final))
-        everything = {key: best for key, (_, best) in cells[model].items()}  # the grid: every cell a trial
-        grid_pick = pick(cells[model])
-        rows["grid, single seed"] = [(grid_pick, total)]
-        raced, selection, final = race_replay(everything, races[model], args.select_top, seeds)
-        rows[f"grid + racing (top {args.select_top})"] = [(raced, total + selection + final)]
-        reachable = sum(any(score is not None and mean[key] >= 0.98 * best_mean for key, score in ended.items())
-                        for _, _, _, ended in replays[model]) / len(replays[model])
-        for i, (name, picks) in enumerate(rows.items()):
-            ratios = [mean[chosen] / best_mean if chosen else 0.0 for chosen, _ in picks]
-            shares = [epochs / total for _, epochs in picks]
-            deciles = statistics.quantiles(ratios, n=10) if len(ratios) > 1 else ratios
-            print(f"{model if i == 0 else '':<8} {name:<24} {sum(r >= 0.98 for r in ratios) / len(ratios):>10.0%} "
-                  f"{statistics.median(ratios):>18.3f} {deciles[0]:>9.3f} {statistics.median(shares):>15.3f} "
-                  f"{max(shares):>6.3f} {_met(ratios, shares):>11.0%}" + (f"   (reachable {reachable:.0%})" if i == 0 else ""))
-
-
-def _met(ratios: list[float], shares: list[float]) -> float:
-    """The share of searches that meet the target: within 2% of the reference, at most a third of the epochs."""
-    return sum(r >= 0.98 and s <= 1 / 3 for r, s in zip(ratios, shares)) / len(ratios)
 
 
 def hit_chance(cells: int, good: int, draws: int) -> float:

@@ -31,6 +31,9 @@ EARLY = [
     (["--set", "epochs=abc"], "--set: epochs expects a number"),
     (["--set", "hiden_size=16"], "unknown config key 'hiden_size'; did you mean hidden_size"),
     (["--resume-from", "no/such/last.pth"], "--resume-from no/such/last.pth: no such file"),
+    (["--select-top", "x"], "argument --select-top: expected a whole number >= 1, got 'x'"),
+    (["--select-top", "1"], "select_top must be a whole number >= 2, got 1"),
+    (["--select-seeds", "3"], "select_seeds belongs to racing; add select_top: K (or --select-top K)"),
 ]
 
 

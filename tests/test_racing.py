@@ -15,6 +15,7 @@ import yaml
 
 from recrunner.core.errors import ConfigError
 from recrunner.report.racing import Run, race
+from recrunner.report.stats import user_differences
 from recrunner.sweep.grid import check_select_settings
 from tests.conftest import REPO, run_cli
 
@@ -57,6 +58,20 @@ def test_contenders_that_a_test_cannot_tell_apart_all_run_every_seed():
     assert other.state == "kept" and "not significantly worse" in other.reason
 
 
+def test_a_user_counts_once_however_many_seeds_ran():
+    """Two seeds that repeat the same per-user differences are no more evidence than one: pooled as
+    80 pairs they would give p = 0.02 and drop b; as 40 users' mean differences, p = 0.10."""
+    differences = np.random.default_rng(3).normal(-0.02, 0.1, 40)
+    users = np.arange(40)
+    leader = {"users": users, "mrr@10": np.full(40, 0.5)}
+    other = {"users": users, "mrr@10": 0.5 + differences}
+    runs = {(k, s): Run(float(values["mrr@10"].mean()), values) for s in SEEDS[:2]
+            for k, values in (("a", leader), ("b", other))}
+    result = race({"a": 0.5, "b": 0.49}, runs, SEEDS[:2], top=2, metric="mrr@10")
+    assert result.pick == "a" and next(s for s in result.standings if s.key == "b").state == "kept"
+    assert user_differences([users, users], [other["mrr@10"]] * 2, [leader["mrr@10"]] * 2) == pytest.approx(differences)
+
+
 def test_a_race_ends_when_one_contender_is_left_and_a_failed_run_drops_its_contender():
     first = {"a": 0.3, "b": 0.2}
     runs = {("a", 2020): _run(0.3, 1), ("b", 2020): _run(0.2, 2), ("a", 2021): _run(0.3, 3), ("b", 2021): Run(None)}
@@ -77,6 +92,28 @@ def test_without_per_user_values_nothing_is_dropped_on_a_test():
     runs = {(k, s): Run(first[k]) for k in first for s in SEEDS}
     result = race(first, runs, SEEDS, top=2, metric="mrr@10")
     assert result.pick == "a" and {s.state for s in result.standings} == {"picked", "kept"}
+
+
+def test_a_group_with_no_finished_configuration_has_no_race_and_holds_nothing_up(tmp_path):
+    from types import SimpleNamespace
+
+    from recrunner.run.record import RunRecord, Status
+    from recrunner.sweep.selection import GridRacing, SelectOptions, Selection
+
+    cells = []
+    for i in range(3):  # every first run failed: nothing to race, and the sweep is not kept waiting
+        run_dir = tmp_path / f"run{i}"
+        run_dir.mkdir()
+        RunRecord(status=Status.FAILED, error="loss is NaN", model="BPR", dataset="d").write(run_dir / "metrics.json")
+        cells.append(SimpleNamespace(cell_id=f"d/BPR/run{i}", run_dir=run_dir, config={"seed": 2020, "valid_metric": "MRR@10"},
+                                     cell=SimpleNamespace(model="BPR", dataset="d", params={})))
+    planned = lambda first, seed, role: pytest.fail("no run is planned for a race with no contender")  # noqa: E731
+    racing = GridRacing(cells, Selection(planned, SelectOptions(top=2), tmp_path), seeds=3)
+    assert racing.more(2) == [] and racing.exhausted() and racing.budget_left() == 0
+    search_side = Selection(planned, SelectOptions(top=2), tmp_path)
+    search_side.add("d/BPR", [], (2020, 2021, 2022))  # a search whose every trial was pruned
+    assert search_side.more() == [] and search_side.over("d/BPR")
+    assert not (tmp_path / "selection.json").exists()
 
 
 @pytest.mark.parametrize("settings, message", [

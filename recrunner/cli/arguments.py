@@ -77,10 +77,9 @@ def _search_arguments(parser) -> None:
 
 
 def _positive(text: str) -> int:
-    value = _non_negative(text)
-    if value < 1:
+    if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
+    return int(text)
 
 
 def _non_negative(text: str) -> int:

@@ -6,8 +6,9 @@ dataset), the `top` configurations by their first seed's validation score race:
 
     round r (r = 1 .. len(seeds) - 1): every contender still in runs seed r; then the leader is the
     contender with the best mean validation score over its seeds, and a contender is dropped when a
-    paired test over validation users, pooled over its seeds (Wilcoxon signed-rank, Holm-corrected
-    over the round's contenders), shows it worse than the leader.
+    paired test over validation users shows it worse than the leader: Wilcoxon signed-rank on each
+    user's difference averaged over the seeds both ran (a user is one unit, however many seeds),
+    Holm-corrected over the round's contenders.
 
 The race ends after the last seed or when one contender is left; the pick is the best mean over
 seeds of those still in (F-race, Birattari et al. 2002, with a paired test in place of Friedman's).
@@ -25,7 +26,7 @@ import numpy as np
 
 from ..core.files import atomic_file
 from ..core.layout import SweepPaths
-from .stats import holm, pair_by_user, paired_test
+from .stats import holm, paired_test, paired_users, user_differences
 
 ALPHA = 0.05
 
@@ -112,10 +113,11 @@ def _round(standings, alive, runs, seeds, metric, bigger, alpha, labels) -> None
     for key in alive:
         if key == leader:
             continue
-        pooled = [pair_by_user(runs[(key, s)].users, runs[(leader, s)].users, metric) for s in seeds
+        pooled = [paired_users(runs[(key, s)].users, runs[(leader, s)].users, metric) for s in seeds
                   if metric in runs[(key, s)].users and metric in runs[(leader, s)].users]
-        if len(pooled) == len(seeds):
-            p_values[key] = paired_test(np.concatenate([a for a, _ in pooled]), np.concatenate([b for _, b in pooled]))
+        if len(pooled) == len(seeds):  # each user one pair: its mean difference over the seeds
+            differences = user_differences(*zip(*pooled))
+            p_values[key] = paired_test(differences, np.zeros_like(differences))
         means[key] = standings[key].mean
     adjusted = holm(p_values)
     best = standings[leader].mean

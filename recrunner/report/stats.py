@@ -73,10 +73,7 @@ def bootstrap_difference(users: list, candidate: list, baseline: list, *, resamp
     it, so a user is one unit however many seeds there are; users are drawn with replacement
     `resamples` times with a fixed generator, so the interval is the same on every run.
     """
-    all_users = np.concatenate([np.asarray(u) for u in users])
-    differences = np.concatenate([np.asarray(a, float) - np.asarray(b, float) for a, b in zip(candidate, baseline)])
-    unique, inverse = np.unique(all_users, return_inverse=True)
-    per_user = np.bincount(inverse, weights=differences) / np.bincount(inverse)
+    per_user = user_differences(users, candidate, baseline)
     rng = np.random.default_rng(seed)
     means = np.empty(resamples)
     chunk = max(1, 2_000_000 // max(1, len(per_user)))  # bounded memory on large test sets
@@ -86,6 +83,16 @@ def bootstrap_difference(users: list, candidate: list, baseline: list, *, resamp
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(means, [tail, 100 - tail])
     return float(per_user.mean()), float(low), float(high)
+
+
+def user_differences(users: list, candidate: list, baseline: list) -> np.ndarray:
+    """Each user's paired difference (candidate - baseline) averaged over the seeds that evaluated it,
+    in user-id order (pure): one value per user, however many seeds, since a user's values under
+    different seeds are not independent samples."""
+    all_users = np.concatenate([np.asarray(u) for u in users])
+    differences = np.concatenate([np.asarray(a, float) - np.asarray(b, float) for a, b in zip(candidate, baseline)])
+    _, inverse = np.unique(all_users, return_inverse=True)
+    return np.bincount(inverse, weights=differences) / np.bincount(inverse)
 
 
 def relative_improvement(candidate: np.ndarray, baseline: np.ndarray) -> float | None:

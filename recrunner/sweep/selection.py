@@ -16,6 +16,7 @@ finished, and a run another sweep process holds is left to it (the sweep record'
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -25,6 +26,8 @@ from ..report.racing import ALPHA, Race, Run, race, save_races
 from ..run import per_user
 from ..run.record import RunRecord, Status
 from ..training.callbacks import metric_bigger
+
+logger = logging.getLogger("recrunner")
 
 
 @dataclass(frozen=True)
@@ -63,8 +66,12 @@ class Selection:
         self.written: dict = {}       # selection.json as this process last wrote it
 
     def add(self, name: str, firsts: list, seeds: tuple) -> None:
-        """A group whose first runs have all ended (failed and pruned ones are no contenders)."""
-        if name in self.groups or not firsts:
+        """A group whose first runs have all ended (failed and pruned ones are no contenders); with none,
+        its race is over at once, with no pick."""
+        if name in self.groups:
+            return
+        if not firsts:
+            self.groups[name] = Group(name, {}, tuple(seeds), "", True)
             return
         config = firsts[0].config
         metric = str(config["valid_metric"]).lower()
@@ -75,7 +82,7 @@ class Selection:
         """Runs the races need now and the picks' missing final seeds, not handed out yet."""
         cells = []
         for group in self.groups.values():
-            if group.pick is None:
+            if not _decided(group):
                 self._advance(group)
             needs = group.race.wanted if group.pick is None else self._finals(group)
             for key, seed, role in needs:
@@ -86,17 +93,20 @@ class Selection:
         return cells  # all of them: a race's round is decided when its last run ends
 
     def over(self, name: str) -> bool:
-        """The group's race is decided and its final seeds have all ended."""
+        """The group's race is decided and its final seeds have all ended (at once when no configuration
+        finished: nothing to race)."""
         group = self.groups.get(name)
         if group is None:
             return False
-        if group.pick is None:
+        if not _decided(group):
             self._advance(group)
-        return group.pick is not None and all(_finished(self._cell(group, k, s, r)) for k, s, r in self._finals(group))
+        if not _decided(group):
+            return False
+        return group.pick is None or all(_finished(self._cell(group, k, s, r)) for k, s, r in self._finals(group))
 
     def left(self) -> int:
         """An upper bound on the runs still to plan: for the progress line's count."""
-        return sum(0 if g.pick else self.options.top * (self.options.seeds - 1) for g in self.groups.values())
+        return sum(0 if _decided(g) else self.options.top * (self.options.seeds - 1) for g in self.groups.values())
 
     # ---------------------------------------------------------------- the race
     def _advance(self, group: Group) -> None:
@@ -113,6 +123,8 @@ class Selection:
                 run = self._run(item.run_dir, group.metric) if item.run_dir else Run(None)
                 if run is not None:
                     runs[(key, seed)] = run
+        if not first:
+            logger.warning(f"{group.name}: no configuration finished, so no race")
         labels = {key: self._label(group, key) for key in first}
         group.race = race(first, runs, seeds, self.options.top, group.metric, group.bigger, self.options.alpha, labels)
         group.race.wanted = [(key, seed, SELECT) for key, seed in group.race.wanted]
@@ -150,7 +162,8 @@ class Selection:
 
     def _write(self) -> None:
         """selection.json (report/racing.py): every race as far as it has gone."""
-        races = {name: self._summary(group) for name, group in self.groups.items() if group.race is not None}
+        races = {name: self._summary(group) for name, group in self.groups.items()
+                 if group.race is not None and group.race.standings}
         if races and races != self.written:
             save_races(self.sweep_dir, races)
             self.written = races
@@ -183,6 +196,11 @@ def describe(options: SelectOptions) -> str:
     """Racing's settings in words, for --dry-run."""
     return (f"racing: the {options.top} best configurations of each model and dataset on validation, up to "
             f"{options.seeds} seeds each; the pick's test numbers over {options.final_seeds or options.seeds} seeds")
+
+
+def _decided(group: Group) -> bool:
+    """The group's race has picked, or has nothing left to race."""
+    return group.race is not None and group.race.over
 
 
 def _finished(item) -> bool:
