@@ -32,6 +32,25 @@ def test_a_finished_run_reproduces_identically(workspace, mini_dataset, capsys, 
     assert f"data file {mini_dataset}.inter changed: " in out
 
 
+def test_the_new_run_has_the_original_s_cpu_threads(workspace, mini_dataset, capsys, base_args):
+    import torch
+
+    base_args[base_args.index("--data-path") + 1] = str(workspace.data_path)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # as a sweep cell with --threads 1
+    try:
+        run_dir = _run(capsys, base_args, mini_dataset)
+    finally:
+        torch.set_num_threads(2)
+    assert json.load(open(f"{run_dir}/metrics.json"))["provenance"]["threads"] == 1
+    code, out, err = run_cli(capsys, ["reproduce", run_dir, "--quiet"])
+    assert code == 0 and "identical" in out, out + err
+    new_dir = out.splitlines()[1].split()[-1]
+    assert json.load(open(f"{new_dir}/metrics.json"))["provenance"]["threads"] == 1  # run with the original's
+    assert torch.get_num_threads() == 2  # and given back
+    torch.set_num_threads(before)
+
+
 def test_only_a_finished_run_can_be_reproduced(tmp_path, capsys):
     code, _, err = run_cli(capsys, ["reproduce", str(tmp_path)])
     assert code == 2 and "holds no run" in err
@@ -60,6 +79,9 @@ def test_each_recorded_difference_is_one_line():
         "configuration differs: epochs was 5, is 6 (a layer in the config folder or RecBole's defaults changed)",
     ]
     assert explain(then, then, {"epochs": 5}, {"epochs": 5}) == []
+    assert explain({"threads": 1}, {"threads": 2}, {}, {}) == ["CPU threads differ: 1 then, 2 now (CPU sums depend on them)"]
+    assert explain({}, {"threads": 2}, {}, {}) == [
+        "CPU threads differ: not recorded (recrunner before 2026-11-25) then, 2 now (CPU sums depend on them)"]
 
 
 def test_fast_mode_is_named_in_the_comparison():

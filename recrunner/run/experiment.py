@@ -138,6 +138,7 @@ def follow(prepared: PreparedRun, workspace: Workspace, world, callbacks=()) -> 
     trainer.fit(train_data, valid_data, saved=True, show_progress=False)
     if not trainer.control.pruned:
         trainer.test(test_data)
+        per_user.of_validation(trainer, valid_data)  # rank 0's per-user validation: the same collective
     return None
 
 

@@ -7,6 +7,7 @@
     versions   python, torch, recbole, numpy, pandas, scipy, recrunner
     data       every file of the dataset's folder: name, bytes and SHA-256
     machine    CPU model and count, and each visible GPU's name
+    threads    torch's CPU threads in the run's process (`recrunner reproduce` runs with as many)
 
 Each part is best effort: what cannot be found is None, never an error.
 """
@@ -34,6 +35,7 @@ def provenance(data_folder: Path | None, config_dir: Path | None, command: str |
         "versions": versions(),
         "data": [{"file": name, "bytes": size, "sha256": digest} for name, size, digest in files],
         "machine": machine(),
+        "threads": threads(),
     }
 
 
@@ -63,6 +65,13 @@ def versions() -> dict:
         except PackageNotFoundError:
             found[package] = None
     return found
+
+
+def threads() -> int | None:
+    """torch's CPU threads in this process (`--threads`): CPU sums, and so a run's numbers, depend on
+    it. None before torch is imported."""
+    torch = sys.modules.get("torch")
+    return torch.get_num_threads() if torch is not None else None
 
 
 @functools.lru_cache(maxsize=1)
