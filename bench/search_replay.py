@@ -12,8 +12,6 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from recrunner.core.layout import RunPaths
-from recrunner.run import per_user
 from recrunner.run.record import RunRecord
 from recrunner.training.callbacks.history import read_history
 
@@ -106,17 +104,13 @@ def seed_means(sweep: Path, seeds: int) -> dict:
 def race_runs(sweep: Path, seeds: int, metric: str = "mrr@10") -> dict:
     """{model: {(configuration, seed): (racing.Run, epochs trained)}} of every run of the grid with
     a seed of 2020 .. 2020 + seeds - 1: what a race's runs would give (validation only)."""
-    from recrunner.report.racing import Run
+    from recrunner.sweep.selection import validation_run
 
     found = {}
     for seed in range(2020, 2020 + seeds):
-        for run_dir, record in runs_of(sweep, seed):
-            path = RunPaths(run_dir).valid_per_user
-            users = per_user.load(path) if path.is_file() else {}
-            ok = record.status == "ok" and record.best_valid_score is not None
-            score = (float(users[metric].mean()) if metric in users else record.best_valid_score) if ok else None
+        for run_dir, record in runs_of(sweep, seed):  # as the sweep's race reads each run
             found.setdefault(record.model, {})[(_key(record.params, record.model), seed)] = (
-                Run(score, users), record.epochs_trained or 0)
+                validation_run(run_dir, metric), record.epochs_trained or 0)
     return found
 
 

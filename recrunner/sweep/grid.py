@@ -122,8 +122,7 @@ def check_search_settings(search=None, trials=None, prune=None, final_seeds=None
     if prune is not None and prune not in PRUNERS:
         raise ConfigError(f"{source}: prune {prune!r}: use one of {', '.join(PRUNERS)}")
     for key, value, least in (("trials", trials, 1), ("final_seeds", final_seeds, 0), ("prune_after", prune_after, 1)):
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < least):
-            raise ConfigError(f"{source}: {key} must be a whole number >= {least}, got {value!r}")
+        _check_whole(source, key, value, least)
     if search is None and (trials or (prune not in (None, "none")) or final_seeds or prune_after):
         raise ConfigError(f"{source}: trials, prune, prune_after and final_seeds belong to a search; add search: "
                           "tpe (or --search tpe)")
@@ -132,14 +131,19 @@ def check_search_settings(search=None, trials=None, prune=None, final_seeds=None
 def check_select_settings(select_top=None, select_seeds=None, seeds=None, search=None, source: str = "grid") -> None:
     """Racing's settings, from a grid file or the command line; ConfigError when impossible."""
     for key, value in (("select_top", select_top), ("select_seeds", select_seeds)):
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 2):
-            raise ConfigError(f"{source}: {key} must be a whole number >= 2, got {value!r}")
+        _check_whole(source, key, value, 2)
     if select_seeds is not None and select_top is None:
         raise ConfigError(f"{source}: select_seeds belongs to racing; add select_top: K (or --select-top K), "
                           "the configurations that race")
     if select_top is not None and search is None and seeds is not None and len(seeds) > 1:
         raise ConfigError(f"{source}: select_top races the best cells over new seeds, and this grid already runs "
                           f"every cell with {len(seeds)} seeds; give one seed, or leave select_top out")
+
+
+def _check_whole(source: str, key: str, value, least: int) -> None:
+    """A whole-number setting (None: not given); ConfigError naming it when it is not one >= `least`."""
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < least):
+        raise ConfigError(f"{source}: {key} must be a whole number >= {least}, got {value!r}")
 
 
 def _seeds(raw: Mapping, source: str) -> tuple[int, ...] | None:

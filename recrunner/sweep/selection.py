@@ -132,21 +132,13 @@ class Selection:
         self._write()  # the race as far as it has gone: also its decision after its last runs
 
     def _run(self, run_dir: Path, metric: str) -> Run | None:
-        """A run's validation once it has ended: its per-user mean where it kept per-user values
-        (unrounded), else its best score; Run(None) when it failed or was pruned; None while under way."""
-        if run_dir in self.ended:
-            return self.ended[run_dir]
-        record = RunRecord.read(run_dir)
-        if record is None or not (record.status.finished or record.status is Status.FAILED):
-            return None
-        if record.status is not Status.OK or record.best_valid_score is None:
-            run = Run(None)
-        else:
-            path = RunPaths(Path(run_dir)).valid_per_user
-            users = per_user.load(path) if path.is_file() else {}
-            run = Run(float(users[metric].mean()) if metric in users else float(record.best_valid_score), users)
-        self.ended[run_dir] = run
-        return run
+        """validation_run, kept once the run has ended (it no longer changes)."""
+        if run_dir not in self.ended:
+            run = validation_run(run_dir, metric)
+            if run is None:
+                return None
+            self.ended[run_dir] = run
+        return self.ended[run_dir]
 
     def _finals(self, group: Group) -> list:
         """The pick's final seeds that no first or select run of it covers."""
@@ -203,10 +195,27 @@ def _decided(group: Group) -> bool:
     return group.race is not None and group.race.over
 
 
-def _finished(item) -> bool:
+def validation_run(run_dir: Path, metric: str) -> Run | None:
+    """What a race reads of a run once it has ended: its per-user mean of `metric` where it kept
+    per-user validation values (unrounded), else its best validation score; Run(None) when it
+    failed or was pruned; None while it is under way. Never a test number."""
+    record = RunRecord.read(run_dir)
+    if not _ended(record):
+        return None
+    if record.status is not Status.OK or record.best_valid_score is None:
+        return Run(None)
+    path = RunPaths(Path(run_dir)).valid_per_user
+    users = per_user.load(path) if path.is_file() else {}
+    return Run(float(users[metric].mean()) if metric in users else float(record.best_valid_score), users)
+
+
+def _ended(record: RunRecord | None) -> bool:
     """The run has ended: trained and tested, pruned, or failed (a failed contender is dropped)."""
-    record = RunRecord.read(item.run_dir) if item.run_dir else None
     return record is not None and (record.status.finished or record.status is Status.FAILED)
+
+
+def _finished(item) -> bool:
+    return _ended(RunRecord.read(item.run_dir) if item.run_dir else None)
 
 
 def _params(item) -> dict:
