@@ -297,6 +297,32 @@ def test_two_sweep_processes_on_one_study_draw_different_values_and_tell_each_ot
     assert duplicate is None
 
 
+def test_a_command_opening_while_another_asks_plans_the_trial_with_its_values(tmp_path):
+    import threading
+
+    spec, (first, second) = _two_searches_on_one_journal(tmp_path)
+    study = first.studies[spec.study_name]
+    asking = threading.Event()
+
+    def ask_slowly():  # as study.ask does: the trial is stored before its values are
+        with first._study_lock():
+            trial = study.ask()
+            asking.set()
+            time.sleep(0.5)
+            trial.suggest_float("learning_rate", 1e-5, 0.3, log=True)
+
+    thread = threading.Thread(target=ask_slowly)
+    thread.start()
+    asking.wait()
+    planned = second.open()  # CI once saw the trial planned without values: a run of the defaults
+    thread.join()
+    values = study.trials[0].params
+    assert [item.cell_id for item in planned] == [f"{spec.study_name}/{sorted(values.items())}"] and values
+    study.ask()  # a command that died while asking: a trial that never gets values
+    assert [item.cell_id for item in second.open()] == [f"{spec.study_name}/{sorted(values.items())}"]
+    assert [t.state.name for t in _study_of(tmp_path, spec)] == ["RUNNING", "FAIL"]
+
+
 def _study_of(tmp_path, spec):
     from recrunner.training.callbacks.pruning import storage_of
 

@@ -11,7 +11,8 @@ again (the sweep record decides whether another live process owns it), its run r
 last.pth, and a run that finished before the kill is told without training. New trials are
 asked only while a study has fewer than `trials`: none is lost, none runs twice.
 
-Two sweep commands on one study: asks and tells are under one lock (`_study_lock`); the sampler is
+Two sweep commands on one study: asks, tells and the reading of running trials to plan again are
+under one lock (`_study_lock`, so no trial is planned half-asked); the sampler is
 seeded by the trial's number, so they never draw the same sequence; a run one leaves to the other
 (the same values) tells both commands' trials when it ends.
 """
@@ -98,13 +99,33 @@ class Search:
                 pruner=make_pruner(self.options.prune, max_epochs=self.epochs[spec.study_name],
                                    trials=self.options.trials, after=self.options.prune_after))
             self.studies[spec.study_name] = study
-            for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+            for trial in self._running(spec):
                 item = self._plan_trial(spec, trial)
                 record = RunRecord.read(item.run_dir) if item.run_dir else None
                 if record is not None and record.status.finished:
                     self.tell(item.cell_id, RunResult.from_record(item.run_dir, record))
                 again.append(item)
         return again
+
+    def _running(self, spec: SearchSpec) -> list:
+        """The study's running trials, read under the ask lock: another command's trial being asked
+        right now has no parameters yet (planned without them, it ran the defaults and told the
+        trial their score). A journal's trial left without all its parameters was being asked by a
+        command that died: it can never run, so it is told failed (a database has no ask lock: such
+        a trial is left alone)."""
+        import optuna
+
+        study = self.studies[spec.study_name]
+        with self._study_lock():
+            running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+            whole = [t for t in running if set(spec.space) <= set(t.params)]
+            if "://" not in self.storage_url:
+                for trial in running:
+                    if not set(spec.space) <= set(trial.params):
+                        logger.warning(f"{spec.study_name}: trial {trial.number} was never given all its values "
+                                       "(its command died while asking); told failed")
+                        study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+        return whole
 
     # ---------------------------------------------------------------- asking
     def more(self, wanted: int) -> list:
