@@ -81,6 +81,16 @@ def smoke_sweep(session: Session) -> str:
     return first + again
 
 
+def smoke_report(session: Session) -> str:
+    """The smoke sweep's report: its ndcg@10 table, significance and budget sections."""
+    session.run("recrunner report runs/smoke --baseline GRU4Rec",
+                ["-m", "recrunner", "report", str(session.output / "smoke"), "--baseline", "GRU4Rec"], place=False)
+    page = (session.output / "smoke" / "report" / "report.md").read_text()
+    sections = {part.split("\n", 1)[0]: "## " + part.strip() + "\n" for part in page.split("\n## ")[1:]}
+    return "\n".join(sections[name] for name in ("test ndcg@10", "significance and effect sizes against GRU4Rec",
+                                                   "training budget and convergence"))
+
+
 def search_sequential(session: Session) -> str:
     grid = "configs/grids/search-sequential.yaml"
     dry = session.run(f"python run_experiments.py --grid {grid} --dry-run", ["run_experiments.py", "--grid", grid, "--dry-run"])
@@ -223,6 +233,7 @@ BLOCKS = {  # in the order they run: later ones may use what earlier ones made
     "reproduce-quick": reproduce_quick,
     "sampled-metrics": sampled_metrics,
     "smoke-sweep": smoke_sweep,
+    "smoke-report": smoke_report,
     "search-sequential": search_sequential,
     "racing": racing,
     "step-schedules": step_schedules,

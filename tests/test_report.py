@@ -10,6 +10,7 @@ import yaml
 
 from recrunner.cli.main import main
 from recrunner.report import stats
+from recrunner.run.per_user import load
 
 
 def test_holm_adjusts_in_order_and_stays_monotone():
@@ -53,6 +54,15 @@ def test_the_bootstrap_counts_a_user_once_however_many_seeds():
     assert stats.relative_improvement(np.ones(2), np.zeros(2)) is None
     assert stats.mean_interval(1.0, 2) == pytest.approx(12.7062 / 2 ** 0.5, rel=1e-4)
     assert np.isnan(stats.mean_interval(1.0, 1))
+
+
+def test_the_paired_test_counts_a_user_once_however_many_seeds():
+    rng = np.random.default_rng(3)
+    users, base = np.arange(40), np.full(40, 0.5)
+    candidate = base + rng.normal(-0.02, 0.1, 40)
+    once = stats.user_test([users], [candidate], [base])
+    assert stats.user_test([users, users[::-1]], [candidate, candidate[::-1]], [base, base]) == pytest.approx(once)
+    assert stats.paired_test(np.tile(candidate, 2), np.tile(base, 2)) < 0.05 < once  # pooled pairs: too sure
 
 
 @pytest.fixture
@@ -102,6 +112,11 @@ def test_report_renders_tables_significance_flags_and_charts(sweep, capsys):
     assert float(bpr["relative"]) == pytest.approx(float(bpr["mean"]) / float(
         next(r for r in rows if r["model"] == "Pop" and r["metric"] == "ndcg@10" and r["dataset"] == "ml-100k")["mean"])
         - 1, abs=1e-3)
+    chosen = {model: sorted((sweep / "ml-100k" / model).glob(pattern)) for model, pattern in
+              (("BPR", "*learning_rate=0.01,*"), ("Pop", "*"))}
+    per_user = {model: [load(run / "test_per_user.npz") for run in runs] for model, runs in chosen.items()}
+    pairs = [stats.paired_users(a, b, "ndcg@10") for a, b in zip(per_user["BPR"], per_user["Pop"])]
+    assert len(pairs) == 2 and float(bpr["p"]) == pytest.approx(stats.user_test(*zip(*pairs)), rel=1e-3, abs=0)
     assert "| BPR | ml-100k | 2 | 3.0 | " in markdown  # training budget: 2 seeds, 3 epochs each
     assert "‡" in markdown  # 3 epochs without early stopping: may be under-trained
 

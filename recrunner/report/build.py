@@ -136,7 +136,7 @@ def _significance(report: Report) -> dict:
                 if paired:
                     users, candidate, baseline = zip(*paired)
                     x, y = np.concatenate(candidate), np.concatenate(baseline)
-                    family[(metric, dataset, model)] = stats.paired_test(x, y)
+                    family[(metric, dataset, model)] = stats.user_test(users, candidate, baseline)
                     effects[(metric, dataset, model)] = (stats.bootstrap_difference(users, candidate, baseline),
                                                          stats.relative_improvement(x, y), len(np.unique(np.concatenate(users))))
         adjusted = stats.holm(family)

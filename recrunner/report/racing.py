@@ -26,7 +26,7 @@ import numpy as np
 
 from ..core.files import atomic_file
 from ..core.layout import SweepPaths
-from .stats import holm, paired_test, paired_users, user_differences
+from .stats import holm, paired_users, user_test
 
 ALPHA = 0.05
 
@@ -116,8 +116,7 @@ def _round(standings, alive, runs, seeds, metric, bigger, alpha, labels) -> None
         pooled = [paired_users(runs[(key, s)].users, runs[(leader, s)].users, metric) for s in seeds
                   if metric in runs[(key, s)].users and metric in runs[(leader, s)].users]
         if len(pooled) == len(seeds):  # each user one pair: its mean difference over the seeds
-            differences = user_differences(*zip(*pooled))
-            p_values[key] = paired_test(differences, np.zeros_like(differences))
+            p_values[key] = user_test(*zip(*pooled))
         means[key] = standings[key].mean
     adjusted = holm(p_values)
     best = standings[leader].mean

@@ -17,7 +17,7 @@ import numpy as np
 class Comparison:
     """A model against the baseline on one metric and dataset, over the users of paired seeds."""
 
-    p: float                      # Wilcoxon signed-rank, two-sided
+    p: float                      # Wilcoxon signed-rank over users (user_test), two-sided
     p_holm: float                 # Holm-adjusted over the family (every model and dataset of the metric)
     difference: float             # mean over users of (model - baseline), each user averaged over seeds
     low: float                    # 95% bootstrap confidence interval of `difference`
@@ -93,6 +93,13 @@ def user_differences(users: list, candidate: list, baseline: list) -> np.ndarray
     differences = np.concatenate([np.asarray(a, float) - np.asarray(b, float) for a, b in zip(candidate, baseline)])
     _, inverse = np.unique(all_users, return_inverse=True)
     return np.bincount(inverse, weights=differences) / np.bincount(inverse)
+
+
+def user_test(users: list, candidate: list, baseline: list) -> float:
+    """Two-sided Wilcoxon signed-rank p-value over users, each user's difference averaged over the
+    paired seeds (`user_differences`): a user counts once, not once per seed (pure)."""
+    differences = user_differences(users, candidate, baseline)
+    return paired_test(differences, np.zeros_like(differences))
 
 
 def relative_improvement(candidate: np.ndarray, baseline: np.ndarray) -> float | None:
