@@ -193,17 +193,20 @@ def test_a_cell_running_elsewhere_is_left_alone_until_its_heartbeat_is_stale(wor
     assert "reclaim " + cell in out and "1 ok" in out
 
 
-def test_the_ray_backend_runs_cells_on_a_local_instance_with_the_same_numbers(workspace, tmp_path, capsys):
+def test_the_ray_backend_runs_cells_and_a_race_on_a_local_instance_with_the_same_numbers(workspace, tmp_path, capsys):
     pytest.importorskip("ray")
     grid = tmp_path / "ray.yaml"
     grid.write_text(yaml.safe_dump({"name": "ray", "models": ["BPR"], "datasets": ["ml-100k"],
-                                    "params": {"learning_rate": [0.01, 0.02]},
+                                    "params": {"learning_rate": [0.01, 0.02]}, "select_top": 2, "select_seeds": 2,
                                     "fixed": {"epochs": 2, "embedding_size": 8, "user_inter_num_interval": "[10,60]"}}))
     assert main(_args(workspace, grid, "--backend", "ray", "--workers", "2")) == 0
     on_ray = {r["cell"]: r["test/ndcg@10"] for r in _rows(workspace.output_dir / "ray")}
     assert main(_args(workspace, grid, "--name", "local")) == 0
     local = {r["cell"]: r["test/ndcg@10"] for r in _rows(workspace.output_dir / "local")}
-    assert len(on_ray) == 2 and on_ray == local
+    assert len(on_ray) == 4 and on_ray == local
+    assert sum(cell.startswith("select/") for cell in on_ray) == 2  # each contender's second seed, raced on Ray
+    races = [json.loads((workspace.output_dir / name / "selection.json").read_text()) for name in ("ray", "local")]
+    assert races[0] == races[1]
 
 
 def test_the_final_tables_show_a_cell_another_command_finished_meanwhile(workspace, tmp_path, monkeypatch, capsys):
