@@ -55,7 +55,7 @@ def run_search(args, specs, name, options, workspace, select=None) -> int:
     from ..search.cells import start_search
 
     search = start_search(specs, workspace, name, options, command=args.command, select=select)
-    if args.restart and not args.dry_run and "://" not in search.storage_url:
+    if args.restart and not args.dry_run and search.journal:
         Path(search.storage_url).unlink(missing_ok=True)  # --restart: the study starts over too
     search.check()
     if args.dry_run:

@@ -59,6 +59,7 @@ class Search:
         self.specs, self.plan_cell, self.options = list(specs), planner, options
         self.selection = selection  # sweep.selection.Selection: race the best trials over seeds, then finals
         self.storage_url = options.storage or str(SweepPaths(Path(sweep_dir)).study_journal)
+        self.journal = "://" not in self.storage_url  # a journal file (with an ask lock), not a database
         self.studies: dict[str, object] = {}
         self.epochs: dict[str, int] = {}
         self.directions: dict[str, str] = {}
@@ -87,7 +88,7 @@ class Search:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         if not self.epochs:
             self.check()
-        if "://" not in self.storage_url:
+        if self.journal:
             Path(self.storage_url).parent.mkdir(parents=True, exist_ok=True)
         storage = storage_of(self.storage_url)
         again = []
@@ -116,15 +117,15 @@ class Search:
         import optuna
 
         study = self.studies[spec.study_name]
+        whole = []
         with self._study_lock():
-            running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
-            whole = [t for t in running if set(spec.space) <= set(t.params)]
-            if "://" not in self.storage_url:
-                for trial in running:
-                    if not set(spec.space) <= set(trial.params):
-                        logger.warning(f"{spec.study_name}: trial {trial.number} was never given all its values "
-                                       "(its command died while asking); told failed")
-                        study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+            for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+                if set(spec.space) <= set(trial.params):
+                    whole.append(trial)
+                elif self.journal:
+                    logger.warning(f"{spec.study_name}: trial {trial.number} was never given all its values "
+                                   "(its command died while asking); told failed")
+                    study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
         return whole
 
     # ---------------------------------------------------------------- asking
@@ -163,8 +164,7 @@ class Search:
         """The lock two sweep processes on one journal take to ask or tell (a database has its own)."""
         from ..core.files import file_lock
 
-        return file_lock(Path(self.storage_url + ".ask.lock")) if "://" not in self.storage_url \
-            else contextlib.nullcontext()
+        return file_lock(Path(self.storage_url + ".ask.lock")) if self.journal else contextlib.nullcontext()
 
     def exhausted(self) -> bool:
         """No trial left to ask, and no final seeds (or race runs) left to plan."""
