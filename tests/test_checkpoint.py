@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from recrunner.training import checkpoint
+from recrunner.training import checkpoint, rng
 from recrunner.core.errors import CheckpointError
 
 
@@ -62,7 +62,7 @@ def test_a_checkpoint_needing_arbitrary_unpickling_is_refused(tmp_path):
 
 def test_rng_state_round_trips_every_generator():
     generator = torch.Generator().manual_seed(7)
-    state = checkpoint.rng_state({"train": generator})
+    state = rng.capture({"train": generator})
     expected = (random.random(), np.random.rand(), torch.rand(1).item(), torch.rand(1, generator=generator).item())
-    checkpoint.restore_rng_state(state, {"train": generator})
+    rng.restore(state, {"train": generator})
     assert (random.random(), np.random.rand(), torch.rand(1).item(), torch.rand(1, generator=generator).item()) == expected

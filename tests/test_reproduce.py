@@ -89,3 +89,21 @@ def test_fast_mode_is_named_in_the_comparison():
     assert explain({}, fast, {}, {}) == ["fast mode differs: exact then, bf16, compiled now (docs/fast.md)"]
     assert explain(fast, fast, {}, {}) == [
         "both ran in fast mode (bf16, compiled): its numbers repeat on one machine and torch version, not across them"]
+
+
+def test_a_gpu_run_without_deterministic_is_compared_within_its_tolerance():
+    from recrunner.run.reproduce import compare, render
+    from recrunner.run.record import RunRecord
+
+    def record(ndcg, deterministic=False, device="cuda:0"):
+        return RunRecord(best_epoch=3, epochs_trained=5, best_valid={"ndcg@10": 0.0612}, test={"ndcg@10": ndcg},
+                         device={"device": device}, provenance={"deterministic": deterministic})
+
+    config = {"metric_decimal_place": 4}
+    within = compare(record(0.0398), record(0.0399), config, config)
+    assert within.identical and within.tolerance == 1e-4
+    assert "equal within the GPU's run-to-run tolerance: every metric within 0.0001 (1 of 4 values not identical)" \
+        in render("a", "b", within)
+    assert not compare(record(0.0398), record(0.0400), config, config).identical  # two units apart
+    assert not compare(record(0.0398, deterministic=True), record(0.0399), config, config).identical
+    assert not compare(record(0.0398, device="cpu"), record(0.0399), config, config).identical

@@ -37,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="recrunner's YAML layers (default: ./configs, else the one beside the package)")
     parser.add_argument("--fast", action="store_true",
                         help="fast mode: compiled, reduced precision; not bit-identical to RecBole (docs/fast.md)")
+    parser.add_argument("--deterministic", action="store_true",
+                        help="torch's deterministic kernels: a GPU run repeats bit for bit, somewhat slower (docs/runs.md)")
     parser.add_argument("--nproc", type=_positive, default=None, metavar="N",
                         help="train each run in N processes (data parallel; one GPU each with --gpus; docs/distributed.md)")
     parser.add_argument("--restart", action="store_true", help="train again from scratch instead of resuming")

@@ -98,8 +98,13 @@ def _plan_and_run(args, cells, name, select=None) -> int:
 def request_of(args) -> SweepRequest:
     return SweepRequest(grid_file=args.grid, models=tuple(args.model or ()), datasets=tuple(args.dataset or ()),
                         config_files=tuple(args.config_file),
-                        set_options=(("fast=true",) if args.fast else ()) + _processes(args) + tuple(args.set),
+                        set_options=_flag_options(args) + _processes(args) + tuple(args.set),
                         name=args.name, output=args.output, resume_from=args.resume_from)
+
+
+def _flag_options(args) -> tuple:
+    """--fast and --deterministic as the settings they stand for (part of each run's identity)."""
+    return tuple(f"{key}=true" for key in ("fast", "deterministic") if getattr(args, key, False))
 
 
 def _processes(args) -> tuple:

@@ -78,3 +78,8 @@ def file_lock(lock_path: Path):
 
 def write_config(path: Path, config: Mapping) -> None:
     write_text_atomic(path, yaml.safe_dump(dict(config), sort_keys=True, default_flow_style=None))
+
+
+def size_text(mib: float) -> str:
+    """A memory size in MiB as people read it: `812 MiB`, `3.0 GiB` (pure)."""
+    return f"{mib / 1024:.1f} GiB" if mib >= 1024 else f"{mib:.0f} MiB"

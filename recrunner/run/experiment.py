@@ -32,7 +32,7 @@ from .preparation import Experiment, PreparedRun, Workspace, prepare
 from .provenance import provenance
 from .record import RunRecord, Status
 from .result import RunResult
-from ..training import distributed
+from ..training import device, distributed
 from .distributed import check_processes, follower_config, reseed_process, tell
 from .resume import ResumePoint, StartOver, bring_best_checkpoint, check_request, resume_point
 from ..core.files import write_config
@@ -83,6 +83,8 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
     """The run's flowchart: record it, pre-train, load the data, build the trainer, resume, fit, test;
     every ending (ok, pruned, failed, interrupted) is written to its record."""
     config, paths = prepared.config, prepared.paths
+    device.set_deterministic(setting(config, "deterministic"))
+    device.start_measuring(config["device"])
     record = _initial_record(prepared, workspace)
     write_config(paths.config, to_plain(config.final_config_dict))
     record.write(paths.metrics)
@@ -130,6 +132,7 @@ def follow(prepared: PreparedRun, workspace: Workspace, world, callbacks=()) -> 
         return None
     resume = decision[1]
     follower_config(prepared.config)
+    device.set_deterministic(setting(prepared.config, "deterministic"))
     logging.getLogger().addHandler(logging.NullHandler())  # rank 0 logs the run; failures here are raised
     train_data, valid_data, test_data = _load_data_recorded(prepared, workspace, RunRecord())
     trainer = _build_trainer(prepared, None, train_data, NullWriter(), callbacks)
@@ -195,6 +198,7 @@ def _finish_record(prepared: PreparedRun, workspace: Workspace, record: RunRecor
                    trainer) -> None:
     config = prepared.config
     record.finish(status, error, trainer, _now())
+    record.device = device.usage(config["device"]).as_dict()
     if record.under_trained:
         logger.warning(f"{config['model']} on {config['dataset']} {record.under_trained}")
     writer.end_session(status.value, prepared.hparams)
@@ -263,6 +267,7 @@ def _run_pretraining_stages(prepared: PreparedRun, workspace: Workspace, callbac
 def _initial_record(prepared: PreparedRun, workspace: Workspace) -> RunRecord:
     config = prepared.config
     origin = provenance(Path(config["data_path"]), workspace.config_dir, prepared.experiment.command)
+    origin["deterministic"] = bool(setting(config, "deterministic"))
     return RunRecord(
         status=Status.RUNNING, model=config["model"], dataset=config["dataset"], sweep=prepared.experiment.sweep,
         run_id=prepared.run_id, params=to_plain(dict(prepared.experiment.params)), seed=config["seed"],
@@ -270,8 +275,6 @@ def _initial_record(prepared: PreparedRun, workspace: Workspace) -> RunRecord:
         versions={k: origin["versions"][k] for k in ("recrunner", "recbole", "torch")}, provenance=origin,
         search=dict(prepared.experiment.search),
     )
-
-
 
 
 def _now() -> str:

@@ -21,6 +21,7 @@ from ..config.params import (
     check_overrides,
     check_valid_metric,
     layered_params,
+    setting,
 )
 from ..data.files import check_additional_files, check_atomic_files, dataset_settings, resolve_data_path
 from ..core.errors import ConfigError
@@ -29,7 +30,9 @@ from ..training.models import check_requirements, context_aware, resolve_model, 
 from ..core.layout import OutputPaths, RunPaths
 from ..config.run_id import fingerprint, make_run_id
 from ..seams.config import honour_data_path, recbole_argv_cleared, recbole_model_defaults
+from ..seams.device import run_gpu_id
 from ..seams.environment import prepare_environment
+from ..training.device import deterministic_environment
 from ..training.tensorboard import default_hparams
 from ..training.trainer import CustomTrainer
 
@@ -91,9 +94,10 @@ def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
                    **layered_params(workspace.config_dir, model, experiment.dataset, {},
                                     dataset_settings(data_path, experiment.dataset, context_aware(model)))}
     params = dict(experiment.params)
+    gpu = run_gpu_id(file_layers, params, experiment.runtime)  # every Config of the run sees its GPU (seams/device.py)
 
     # RecBole's defaults for this model and dataset, without the overrides: the keys and types to check them against
-    defaults = _recbole_config(Config, model, experiment.dataset, {**file_layers, "data_path": str(data_path)})
+    defaults = _recbole_config(Config, model, experiment.dataset, {**file_layers, **gpu, "data_path": str(data_path)})
     known = {**defaults.internal_config_dict, **RECRUNNER_DEFAULTS, **file_layers}
     params = check_overrides(params, known, source="parameters (--set, --config-file, grid)")
     check_values({**file_layers, **params}, f"{model} on {experiment.dataset}")
@@ -104,6 +108,8 @@ def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
     config_dict = {**RECRUNNER_DEFAULTS, **file_layers, **params, **experiment.runtime,
                    "data_path": str(data_path), "checkpoint_dir": str(paths.checkpoints)}
     config = _recbole_config(Config, model, experiment.dataset, config_dict)
+    if setting(config, "deterministic"):
+        deterministic_environment()  # before CUDA starts in this process (recrunner.training.device)
     check_valid_metric(config)
     check_additional_files(config)
     check_atomic_files(config)

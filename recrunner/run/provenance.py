@@ -76,17 +76,9 @@ def threads() -> int | None:
 
 @functools.lru_cache(maxsize=1)
 def machine() -> dict:
-    return {"cpu": _cpu_model(), "cpus": os.cpu_count(), "gpus": _gpus(), "platform": platform.platform()}
+    from ..training.device import cpu_model
 
-
-def _cpu_model() -> str | None:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or None
+    return {"cpu": cpu_model(), "cpus": os.cpu_count(), "gpus": _gpus(), "platform": platform.platform()}
 
 
 def _gpus() -> list[str]:

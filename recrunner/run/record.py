@@ -17,6 +17,18 @@ from typing import Any
 
 from ..core.layout import RunPaths
 
+def device_text(usage: dict | None) -> str:
+    """A record's `device` in a few words, for tables and the final line: `cuda:0, peak 3.0 GiB
+    allocated`, `cpu, peak 812 MiB RSS` (pure)."""
+    from ..core.files import size_text
+
+    if not usage or not usage.get("device"):
+        return ""
+    peak = usage.get("peak_memory_mb")
+    what = "RSS" if usage.get("device") == "cpu" else "allocated"
+    return usage["device"] + (f", peak {size_text(peak)} {what}" if peak is not None else "")
+
+
 class Status(str, enum.Enum):
     """A run's status; the values are what metrics.json, results.csv and the report show."""
 
@@ -52,6 +64,7 @@ class RunRecord:
     finished: str | None = None
     versions: dict = field(default_factory=dict)
     provenance: dict = field(default_factory=dict)   # command, git, versions, data files, machine (provenance.py)
+    device: dict = field(default_factory=dict)       # where it trained: device, name, peak_memory_mb (training/device.py)
     best_epoch: int | None = None
     best_step: int | None = None                     # its optimizer step (only where the run validates by steps)
     best_valid_score: float | None = None

@@ -20,12 +20,13 @@ class RunResult:
     skipped: bool = False             # already finished: nothing was trained
     warnings: tuple[str, ...] = ()    # may be under-trained, leaks the future, sampled metrics
     seconds: float | None = None      # the cell's wall time where a sweep ran it (set-up included)
+    device: dict | None = None        # the record's device usage: device, name, peak_memory_mb
 
     @classmethod
     def from_record(cls, run_dir: Path, record: RunRecord, skipped: bool = False) -> "RunResult":
         return cls(status=record.status, run_dir=Path(run_dir), best_epoch=record.best_epoch,
                    best_valid=record.best_valid, test=record.test, error=record.error, skipped=skipped,
-                   warnings=tuple(record.warnings()))
+                   warnings=tuple(record.warnings()), device=dict(record.device) or None)
 
     @classmethod
     def failed(cls, error: str, status: Status = Status.FAILED, run_dir: Path | None = None) -> "RunResult":

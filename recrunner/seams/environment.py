@@ -110,9 +110,12 @@ def prepare_environment() -> None:
     Called by `prepare` (every run, in every worker), by the command line, and when
     recrunner.training.trainer is imported, for scripts that build RecBole's Config themselves.
     """
+    from .device import cuda_queries_by_nvml
+
     check_environment()
     restore_removed_names()
     quiet_known_warnings()
+    cuda_queries_by_nvml()
 
 
 def quiet_known_warnings() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core.layout import RunPaths
-from ..run.record import Status
+from ..run.record import Status, device_text
 from ..run.result import RunResult
 from .planning import PlannedCell
 
@@ -23,6 +23,7 @@ def cell_line(item: PlannedCell, result: RunResult) -> str:
         return f"FAILED  {what}: {result.error}{where}"
     test = ", ".join(f"{k}={v:.4f}" for k, v in (result.test or {}).items())
     done = "already finished" if result.skipped else f"best epoch {result.best_epoch}, {result.seconds or 0:.0f}s"
+    done += f" on {device_text(result.device)}" if result.device and not result.skipped else ""
     notes = "".join(f"\n        warning: {warning}" for warning in result.warnings)
     return f"ok      {what} ({done}): test {test} -> {run_dir}" + notes
 

@@ -22,14 +22,15 @@ from ..run.convergence import UNDER_TRAINED_MARK as UNDER_TRAINED
 from ..run.protocol import separate
 from ..run.protocol import summary as protocol_summary
 from ..run.protocol import warnings as protocol_warnings
-from ..run.record import RunRecord, Status
+from ..run.record import RunRecord, Status, device_text
 from ..report.budget import budget_lines, budgets
 from ..core.files import write_text_atomic
 from ..report.tables import ResultTable, best_configurations
 
 ID_COLUMNS = ("cell", "model", "dataset")
 TAIL_COLUMNS = ("status", "error", "best_epoch", "epochs_trained", "epochs_to_best", "seconds_to_best",
-                "under_trained", "data_seconds", "train_seconds", "test_seconds", "seconds", "protocol")
+                "under_trained", "data_seconds", "train_seconds", "test_seconds", "seconds", "device", "device_name",
+                "peak_memory_mb", "protocol")
 
 
 _READ = object()  # cell_row's default: read the record from run_dir
@@ -51,6 +52,8 @@ def cell_row(cell_id: str, model: str, dataset: str, params: dict, swept, run_di
                 "train_seconds", "test_seconds", "valid_metric", "protocol"):
         row[key] = getattr(record, key) if record else None
     row["seconds"] = record.seconds if record else None
+    usage = (record.device if record else None) or {}
+    row.update(device=usage.get("device"), device_name=usage.get("name"), peak_memory_mb=usage.get("peak_memory_mb"))
     row["role"] = (record.search or {}).get("role") if record else None  # a search's trial or final seed
     row["best_valid_score"] = record.best_valid_score if record else None
     row.update({f"valid/{k}": v for k, v in (record.best_valid if record else {}).items()})
@@ -141,12 +144,22 @@ def _chosen_table(chosen, swept) -> list[str]:
     names = [s for s in swept if s != "seed"]
     if not chosen:
         return []
-    lines = ["## chosen configurations", "", "| model | dataset | " + " | ".join(names + ["seeds"]) + " |",
-             "|---|---|" + "---|" * (len(names) + 1)]
+    lines = ["## chosen configurations", "", "| model | dataset | " + " | ".join(names + ["seeds", "device, peak memory"])
+             + " |", "|---|---|" + "---|" * (len(names) + 2)]
     for (model, dataset), members in chosen.items():
-        values = [str(members[0].get(name)) for name in names] + [", ".join(str(r["seed"]) for r in members)]
+        values = [str(members[0].get(name)) for name in names] + [", ".join(str(r["seed"]) for r in members),
+                                                                   _device_text(members)]
         lines.append(f"| {model} | {dataset} | " + " | ".join(values) + " |")
     return lines + [""]
+
+
+def _device_text(members) -> str:
+    """Where the chosen runs trained and the largest peak among them: `cuda:0, peak 3.0 GiB allocated`."""
+    measured = [r for r in members if r.get("device")]
+    if not measured:
+        return "–"
+    top = max(measured, key=lambda r: r.get("peak_memory_mb") or 0)
+    return device_text({"device": top["device"], "peak_memory_mb": top.get("peak_memory_mb")})
 
 
 def _failures(rows) -> list[str]:

@@ -7,12 +7,19 @@ Both hold only tensors, numbers, strings, lists and dicts, so opening one never 
 code, and torch >= 2.6 (weights_only by default) reads them. RecBole's own checkpoints pickle a
 Config object and numpy scalars, which torch >= 2.6 refuses; recrunner never writes or loads
 those.
+
+The device boundary: every tensor is written from the CPU (`save_atomic`) and read onto the CPU
+(`load`, the one place a checkpoint is opened), whatever device trained the run. Placing what was
+read on the run's device is the reader's one step: `load_state_dict` of the model and the
+optimizer (which move values to their parameters' devices), `model_state.restore(..., device)`,
+and `rng.restore` (which takes states from any device). So a run started on a GPU resumes on a CPU
+and the reverse, and RecBole's own `torch.load` of a pre-trained stage (S3Rec, RaCT) needs no
+map_location.
 """
 
 from __future__ import annotations
 
 import enum
-import random
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +90,7 @@ def save_atomic(state: dict, path: Path) -> None:
     a CheckpointError.
     """
     check_plain(state)
+    state = on_cpu(state)
     try:  # torch's writer turns a signal's exception into a RuntimeError: a stop waits for the file
         with deferred(), atomic_file(path) as handle:
             torch.save(state, handle)
@@ -90,14 +98,26 @@ def save_atomic(state: dict, path: Path) -> None:
         raise CheckpointError(f"cannot write checkpoint {path}: {exc.strerror or exc}") from exc
 
 
-def load(path: Path, map_location="cpu") -> dict:
-    """Open a recrunner checkpoint safely; anything else is a one-line CheckpointError."""
+def on_cpu(value: Any) -> Any:
+    """`value` with every tensor on the CPU (a tensor already there is not copied)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, dict):
+        return {key: on_cpu(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(on_cpu(item) for item in value)
+    return value
+
+
+def load(path: Path) -> dict:
+    """Open a recrunner checkpoint safely, every tensor on the CPU; anything else is a one-line
+    CheckpointError. The only place a checkpoint is read."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}")
     try:
         with deferred():  # a stop while reading is not a corrupt file
-            state = torch.load(path, map_location=map_location, weights_only=True)
+            state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises several types for truncated or foreign files
         message = str(exc)
         if "Unsupported global" in message:  # a pickled object: opening it could run code
@@ -110,9 +130,9 @@ def load(path: Path, map_location="cpu") -> dict:
     return state
 
 
-def load_training_state(path: Path, map_location="cpu") -> dict:
+def load_training_state(path: Path) -> dict:
     """A last.pth or epoch-NNNN.pth, what resume needs; a best.pth is refused with its reason."""
-    state = load(path, map_location)
+    state = load(path)
     if state.get("kind") != "last":
         raise CheckpointError(f"{path} holds weights only (best.pth); resume needs last.pth or epoch-NNNN.pth")
     return state
@@ -123,33 +143,3 @@ def _load_failure(message: str, exc: Exception) -> str:
     _, marker, rest = message.partition("WeightsUnpickler error:")
     lines = [line.strip() for line in (rest if marker else message).splitlines() if line.strip()]
     return (lines[0] if lines else type(exc).__name__)[:120]
-
-
-# --- random number generators -------------------------------------------------------------
-
-def rng_state(generators: dict[str, torch.Generator]) -> dict:
-    """Every RNG that shapes the rest of a run, as plain data."""
-    version, keys, gauss = random.getstate()
-    np_kind, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()
-    state = {
-        "python": [version, list(keys), gauss],
-        "numpy": [np_kind, torch.from_numpy(np_keys.astype(np.int64)), int(np_pos), int(np_has_gauss), float(np_gauss)],
-        "torch": torch.get_rng_state(),
-        "generators": {name: gen.get_state() for name, gen in generators.items()},
-    }
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def restore_rng_state(state: dict, generators: dict[str, torch.Generator]) -> None:
-    version, keys, gauss = state["python"]
-    random.setstate((version, tuple(keys), gauss))
-    kind, keys, pos, has_gauss, cached = state["numpy"]
-    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-    for name, gen in generators.items():
-        if name in state["generators"]:
-            gen.set_state(state["generators"][name])

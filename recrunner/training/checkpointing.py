@@ -12,7 +12,7 @@ from time import time
 
 from recbole.utils import set_color
 
-from . import checkpoint, model_state
+from . import checkpoint, model_state, rng
 from ..core.errors import CheckpointError
 from .fast import plan_text, same_plan_key
 from .state import TrainingState
@@ -47,7 +47,7 @@ class Checkpointing:
         state = self._weights_state(kind="last", epoch=epoch)
         state.update(self.state.to_checkpoint())  # every TrainingState field under its own name
         state.update(epoch=epoch, optimizer=self.optimizer.state_dict(), callbacks=self.callbacks.state_dict(),
-                     rng=checkpoint.rng_state(self._generators))
+                     rng=rng.capture(self._generators))
         if epoch_rng is not None:
             state["epoch_rng"] = epoch_rng
         if self.world is not None:  # every process's own: its RNG streams, its part of the epoch's loss
@@ -80,18 +80,18 @@ class Checkpointing:
 
     def _restore_weights(self, state):
         """The inverse of `_weights_state`, for resume and for test scoring."""
-        self.model.load_state_dict(state["state_dict"])
-        model_state.restore(self.model, state.get("other_parameter"))
+        self.model.load_state_dict(state["state_dict"])  # copied into the parameters, on their device
+        model_state.restore(self.model, state.get("other_parameter"), device=self.device)
 
     def resume_checkpoint(self, resume_file):
         """Load a last.pth (or epoch-N.pth) and continue after its epoch, exactly."""
-        state = checkpoint.load_training_state(resume_file, map_location=self.device)
+        state = checkpoint.load_training_state(resume_file)
         if state["model"] != self.config["model"]:
             raise CheckpointError(f"{resume_file} was written by {state['model']}, not {self.config['model']}")
         state = self._this_process(state, resume_file)
         self._restore_fast(state.get("fast"), resume_file)
         self._restore_weights(state)
-        self.optimizer.load_state_dict(state["optimizer"])
+        self.optimizer.load_state_dict(state["optimizer"])  # moved to its parameters' device
         self.state = TrainingState.from_checkpoint(state)
         self.start_epoch = self.epochs if self.finished else state["epoch"] + 1
         self.callbacks.load_state_dict(state["callbacks"])
@@ -125,7 +125,7 @@ class Checkpointing:
     def _restore_pending_rng(self):
         """At the start of a resumed fit: the RNG state last.pth saved."""
         if self._pending_rng is not None:
-            checkpoint.restore_rng_state(self._pending_rng, self._generators)
+            rng.restore(self._pending_rng, self._generators)
             self._pending_rng = None
 
     def _restore_fast(self, saved: dict | None, resume_file):
@@ -140,7 +140,7 @@ class Checkpointing:
 
     def load_best_weights(self, path=None):
         path = Path(path or self.best_path)
-        state = checkpoint.load(path, map_location=self.device)
+        state = checkpoint.load(path)
         self._restore_weights(state)
         self.logger.info(f"Loading model parameters from {path} (epoch {state['epoch']})")
         return state

@@ -161,13 +161,13 @@ def evaluation_split(trainer, eval_data, world: World):
     each evaluation batch from numpy's global RNG) is built whole on every process, from rank 0's
     RNG state, so each block scores the candidates one process would have drawn for it; rank 0
     keeps the state those draws leave, as one process would, the others their own."""
-    from . import checkpoint
+    from . import rng
 
     collector = trainer.eval_collector
     original_class, original_struct = eval_data.__class__, collector.get_data_struct
     start, end = part_bounds(len(eval_data), world.rank, world.size)
     draws = type(eval_data).__name__ != "FullSortEvalDataLoader"
-    own_rng = checkpoint.rng_state(trainer._generators) if draws else None
+    own_rng = rng.capture(trainer._generators) if draws else None
 
     def gathered_struct():
         struct = original_struct()
@@ -179,7 +179,7 @@ def evaluation_split(trainer, eval_data, world: World):
         return struct
 
     if draws:
-        checkpoint.restore_rng_state(world.share(own_rng), trainer._generators)
+        rng.restore(world.share(own_rng), trainer._generators)
     eval_data.__class__ = _block_class(original_class)
     eval_data._block = (start, end, draws)
     collector.get_data_struct = gathered_struct
@@ -189,7 +189,7 @@ def evaluation_split(trainer, eval_data, world: World):
         eval_data.__class__ = original_class
         del collector.get_data_struct
         if draws and world.rank != 0:
-            checkpoint.restore_rng_state(own_rng, trainer._generators)
+            rng.restore(own_rng, trainer._generators)
 
 
 _BLOCK_CLASSES: dict = {}

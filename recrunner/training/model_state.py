@@ -37,14 +37,28 @@ def save(model, extra_names: Iterable[str] = ()) -> dict:
     return {name: encode(value, name, registered) for name, value in values.items()}
 
 
-def restore(model, stored: dict | None) -> None:
-    """Set each stored attribute back on `model` as the kind it was saved from."""
+def restore(model, stored: dict | None, device=None) -> None:
+    """Set each stored attribute back on `model` as the kind it was saved from; its tensors on
+    `device` (the run's: checkpoints are read onto the CPU), numpy and scipy values stay on the host."""
     for name, value in (stored or {}).items():
         if isinstance(value, dict) and value.get(KIND) == "module":
             if "state_dict" in value:
                 getattr(model, name).load_state_dict(value["state_dict"])
             continue  # registered: load_state_dict of the model already restored it
-        setattr(model, name, decode(value))
+        setattr(model, name, _placed(decode(value), device))
+
+
+def _placed(value: Any, device) -> Any:
+    """`value` with its tensors on `device` (None: where they are)."""
+    if device is None:
+        return value
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, dict):
+        return {key: _placed(item, device) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_placed(item, device) for item in value]
+    return value
 
 
 def encode(value: Any, where: str = "state", registered: set | frozenset = frozenset()) -> Any:

@@ -29,7 +29,7 @@ from time import time
 
 from ..config.params import setting
 from ..core.interrupts import HeldStops
-from . import checkpoint
+from . import rng
 from .iteration import rank_batches, skip_batches
 from .state import state_attribute
 
@@ -156,12 +156,12 @@ class StepLoop:
     def _batches_with_steps(self, loader, epoch_idx):
         start = self._epoch_start_batch
         if start:
-            checkpoint.restore_rng_state(self._resume_rngs[0], self._generators)
-        self._epoch_rng = checkpoint.rng_state(self._generators)  # before the iterator draws this epoch's order
+            rng.restore(self._resume_rngs[0], self._generators)
+        self._epoch_rng = rng.capture(self._generators)  # before the iterator draws this epoch's order
         iterator = iter(loader)
         if start:
             skip_batches(iterator, start)
-            checkpoint.restore_rng_state(self._resume_rngs[1], self._generators)
+            rng.restore(self._resume_rngs[1], self._generators)
             self._running_loss = self.state.epoch_loss
         if self.world is not None:  # a data-parallel run: this process's part of each batch
             iterator = rank_batches(iterator, loader, self.world)
@@ -247,7 +247,7 @@ class StepLoop:
 
     def _validate_at_step(self, epoch_idx):
         valid_data, verbose, saved, show_progress, callback_fn = self._fit_args
-        with self._rng_preserved():
+        with rng.preserved(self._generators):
             self._validate_and_track(valid_data, epoch_idx, verbose, saved, show_progress, callback_fn)
         self.model.train()  # RecBole's validation leaves the model in eval mode
         if self.state.best_step == self.state.global_step:

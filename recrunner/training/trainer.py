@@ -12,7 +12,6 @@ tracks the best epoch (by `valid_metric`, as RecBole) and carries out what callb
 
 from __future__ import annotations
 
-import contextlib
 import math
 from pathlib import Path
 from time import time
@@ -22,7 +21,7 @@ from recbole.trainer import Trainer
 from recbole.utils import dict2str, set_color
 
 from ..core.layout import CheckpointPaths
-from . import checkpoint
+from . import device, rng
 from .accelerate import go_fast
 from .accumulation import GradientAccumulator, accumulation_steps
 from .callbacks import CallbackHandler, TrainerControl, default_callbacks, with_defaults
@@ -32,6 +31,7 @@ from .callbacks.loop import LoopView
 from ..core.errors import TrainingFailed, one_line
 from .checkpointing import Checkpointing
 from .data_parallel import DataParallel
+from .eval_split import CollectInParts, score_in_parts
 from .output import TrainerOutput
 from .state import TrainingState, state_attribute
 from .steps import StepLoop
@@ -85,6 +85,7 @@ class CustomTrainer(DataParallel, StepLoop, Checkpointing, TrainerOutput, Traine
         with recbole_loggers(writer):
             super().__init__(config, model)
         self._init_loop_state(config, callbacks, hparams, run_dir)
+        self.eval_collector.eval_batch_collect = CollectInParts(self.eval_collector.eval_batch_collect, self.device)
         self.fast = go_fast(self)  # fast mode (recrunner.training.fast); None: exact, as RecBole
         if self.accumulation_steps > 1:  # the accumulator clips the mean gradient, once per step
             self.optimizer = GradientAccumulator(self.optimizer, self.accumulation_steps, self.clip_grad_norm)
@@ -131,6 +132,7 @@ class CustomTrainer(DataParallel, StepLoop, Checkpointing, TrainerOutput, Traine
             self._log_start(validating=self.is_validating(valid_data))
         try:
             self._call("on_fit_start")
+            device.check_deterministic_kernels(self, train_data, valid_data)  # deterministic: true only
             if self.is_validating(valid_data) and self.start_epoch == 0 and not self.start_batch:
                 self._initial_validation(valid_data, verbose, show_progress)
             self._restore_pending_rng()
@@ -183,13 +185,13 @@ class CustomTrainer(DataParallel, StepLoop, Checkpointing, TrainerOutput, Traine
         """Epoch -1: the untrained model's metrics, a baseline for every curve."""
         start = time()
         try:
-            with self._rng_preserved():
+            with rng.preserved(self._generators):
                 score, result = self._valid_epoch(valid_data, show_progress=show_progress)
         except Exception as exc:  # e.g. Pop cannot score anything before it has counted items
             self.logger.warning(f"no epoch -1 validation: {self.config['model']} cannot predict before training "
                                 f"({one_line(exc)[:200]})")
             return
-        self._empty_cuda_cache()
+        device.release(self.device)  # RecBole's torch.cuda.empty_cache() after a validation
         self.train_seconds += time() - start  # the run's training time includes its epoch -1
         self.initial_valid_result = dict(result)
         if verbose:
@@ -209,7 +211,8 @@ class CustomTrainer(DataParallel, StepLoop, Checkpointing, TrainerOutput, Traine
         batches = self._step_batches(train_data, epoch_idx)  # the loader, with step boundaries (steps.py)
         self._batches_seen, self.non_finite_batch = self._epoch_start_batch, None
         try:
-            loss = self._train_epoch(batches, epoch_idx, show_progress=show_progress)
+            with device.out_of_memory_in_training(self):  # one line, exit 2 (recrunner.training.device)
+                loss = self._train_epoch(batches, epoch_idx, show_progress=show_progress)
         except _NonFiniteLoss as exc:
             self.non_finite_batch = self._batches_seen - 1
             self.logger.warning(f"epoch {epoch_idx} stopped at batch {self.non_finite_batch}: the loss is {exc}")
@@ -236,7 +239,7 @@ class CustomTrainer(DataParallel, StepLoop, Checkpointing, TrainerOutput, Traine
         """
         start = time()
         valid_score, valid_result = self._valid_epoch(valid_data, show_progress=show_progress)
-        self._empty_cuda_cache()
+        device.release(self.device)
         before = Best(None if self.best_epoch is None else self.best_valid_score, self.best_epoch, self.cur_step)
         after = track(before, valid_score, epoch_idx, bigger=self.valid_metric_bigger)
         is_best = after.since == 0
@@ -270,6 +273,14 @@ class CustomTrainer(DataParallel, StepLoop, Checkpointing, TrainerOutput, Traine
             self.load_best_weights(model_file)
         return super().evaluate(eval_data, load_best_model=False, show_progress=show_progress)
 
+    def _full_sort_batch_eval(self, batched_data):  # out of memory: scored in parts (recrunner.training.eval_split)
+        return score_in_parts(super()._full_sort_batch_eval, batched_data, self.eval_collector.eval_batch_collect,
+                              self.device)
+
+    def _neg_sample_batch_eval(self, batched_data):
+        return score_in_parts(super()._neg_sample_batch_eval, batched_data, self.eval_collector.eval_batch_collect,
+                              self.device)
+
     # ------------------------------------------------------------------ small helpers
     def _call(self, event, **kwargs):
         """Run an event's callbacks, then carry out a failure request at once."""
@@ -279,19 +290,6 @@ class CustomTrainer(DataParallel, StepLoop, Checkpointing, TrainerOutput, Traine
             failure, self.control.failure = self.control.failure, None
             raise TrainingFailed(failure)
 
-    @contextlib.contextmanager
-    def _rng_preserved(self):
-        """Run something without moving any RNG the training run depends on."""
-        state = checkpoint.rng_state(self._generators)
-        try:
-            yield
-        finally:
-            checkpoint.restore_rng_state(state, self._generators)
-
-    @staticmethod
-    def _empty_cuda_cache():
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
 
 
 def _generators_of(**loaders) -> dict:

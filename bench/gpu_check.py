@@ -1,0 +1,304 @@
+"""The project's GPU check: docs/runs.md's promises on the device at hand, in minutes, as one table.
+
+    bash bench/gpu_check.sh WHEELS_DIR           # a GPU machine with torch but not RecBole (../shared/GPU.md)
+    python bench/gpu_check.py [--tiny] [--out DIR] [--steps resume,tests,main,fast,cells] [--data-path DIR]
+
+Steps, in order of importance, each time-boxed and written to OUT/steps/<step>.json as it ends:
+  resume  a run SIGKILLed after its epoch 1 and resumed by the same call, against an uninterrupted one,
+          in default and in deterministic mode, and two uninterrupted deterministic runs: every epoch's
+          loss (history.jsonl) and every user's test metrics (test_per_user.npz) compared
+  tests   the tests that touch devices (resume, equivalence, fast, steps, checkpoints, interrupts,
+          devices) with the device visible
+  main    the main job (SASRec at RecBole's full size on ml-1m), 2 epochs: plain RecBole against
+          recrunner's exact mode: seconds per epoch, GPU busy share, peak memory, test metrics equal
+  fast    the main job with --fast, 3 epochs
+  cells   4 seeds of the quick job at once on one GPU (--gpus 0,0,0,0 --workers 4) against one at a time
+Then one table: OUT/gpu_check.md (and .json). Without a GPU, or with --tiny, every step runs at tiny
+sizes on ml-100k (fast mode uncompiled, cells on 2 CPU workers): CI's check of this script
+(tests/test_gpu_check.py). Never claim a figure this did not measure: the table names the device.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEVICE_TESTS = ["tests/test_resume.py", "tests/test_equivalence.py", "tests/test_fast.py", "tests/test_steps.py",
+                "tests/test_checkpoint.py", "tests/test_interrupts.py", "tests/test_devices.py"]
+TINY = {"hidden_size": 16, "inner_size": 32, "n_layers": 1, "n_heads": 1, "MAX_ITEM_LIST_LENGTH": 10,
+        "user_inter_num_interval": "[10,60]"}
+QUICK = {"hidden_size": 32, "inner_size": 64, "n_layers": 1, "n_heads": 1, "MAX_ITEM_LIST_LENGTH": 20}  # configs/quick.yaml
+
+# One run in a fresh process through the library; SIGKILLs itself after the last.pth of `kill_epoch`.
+RUN = """
+import json, os, signal, sys
+from pathlib import Path
+from recrunner import Callback, Experiment, Workspace, run_experiment
+spec = json.loads(sys.argv[1])
+class Kill(Callback):
+    def on_checkpoint_saved(self, trainer, control, path, kind):
+        if kind == "last" and trainer.epoch == spec["kill_epoch"]:
+            os.kill(os.getpid(), signal.SIGKILL)
+ws = Workspace(Path(spec["output"]), Path(spec["data"]), Path(spec["configs"]))
+result = run_experiment(Experiment("SASRec", spec["dataset"], spec["params"], sweep=spec["sweep"]), ws, console=False,
+                        callbacks=[Kill()] if spec["kill_epoch"] is not None else [])
+print(json.dumps({"status": str(result.status), "run_dir": str(result.run_dir), "error": result.error}))
+"""
+
+# Plain RecBole on the configuration recrunner resolves, each epoch's training and validation timed.
+PLAIN = """
+import json, sys, time, tempfile
+from pathlib import Path
+import torch
+from recrunner import Experiment, Workspace, prepare
+sys.path.insert(0, str(Path.cwd()))
+from tests.plain_recbole import run_plain_recbole
+spec = json.loads(sys.argv[1])
+config = prepare(Experiment("SASRec", spec["dataset"], spec["params"]), Workspace(Path(spec["output"]), Path(spec["data"]), Path(spec["configs"]))).config
+config["checkpoint_dir"] = tempfile.mkdtemp()
+from recbole.trainer import Trainer
+seconds = []
+def timed(method):
+    def run(self, *args, **kwargs):
+        if torch.cuda.is_available(): torch.cuda.synchronize()
+        start = time.perf_counter()
+        out = method(self, *args, **kwargs)
+        if torch.cuda.is_available(): torch.cuda.synchronize()
+        seconds.append((method.__name__, time.perf_counter() - start))
+        return out
+    return run
+Trainer._train_epoch, Trainer._valid_epoch = timed(Trainer._train_epoch), timed(Trainer._valid_epoch)
+if torch.cuda.is_available(): torch.cuda.reset_peak_memory_stats()
+result = run_plain_recbole(config)
+epochs, current = [], 0.0
+for name, value in seconds:
+    current += value
+    if name == "_valid_epoch":
+        epochs.append(round(current, 3)); current = 0.0
+peak = torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None
+print(json.dumps({"epoch_seconds": epochs, "test": {k: float(v) for k, v in result["test"].items()}, "peak_mb": peak}))
+"""
+
+
+class Check:
+    def __init__(self, args):
+        import torch
+
+        self.out, self.args = Path(args.out).resolve(), args
+        self.gpu = torch.cuda.is_available()
+        self.tiny = args.tiny or not self.gpu
+        self.device = torch.cuda.get_device_name(0) if self.gpu else "CPU"
+        self.dataset = "ml-100k" if self.tiny else "ml-1m"
+        self.data = Path(args.data_path or os.environ.get("RECRUNNER_DATA_PATH", REPO / "datasets")).resolve()
+        self.env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+                    "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.out / "steps").mkdir(exist_ok=True)
+        self.versions = f"torch {torch.__version__}" + (f", CUDA {torch.version.cuda}" if self.gpu else "")
+
+    def python(self, code_or_args, timeout, spec=None, log=None):
+        """A fresh process; (exit code, stdout's last line as JSON or None)."""
+        argv = [sys.executable, "-c", code_or_args, json.dumps(spec)] if spec is not None else \
+            [sys.executable, *code_or_args]
+        try:
+            done = subprocess.run(argv, cwd=REPO, env=self.env, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return 124, None
+        if log:
+            (self.out / "logs").mkdir(exist_ok=True)
+            (self.out / "logs" / f"{log}.log").write_text(done.stdout + done.stderr)
+        last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+        try:
+            return done.returncode, json.loads(last)
+        except ValueError:
+            return done.returncode, None
+
+    def recrunner(self, args, timeout, log):
+        return self.python(["-m", "recrunner", "--data-path", str(self.data), "--output", str(self.out / "runs"),
+                            "--quiet", *args], timeout, log=log)[0]
+
+    def job(self, epochs: int) -> dict:
+        return {**(TINY if self.tiny else {}), "epochs": epochs, "stopping_step": 100}
+
+
+# ---------------------------------------------------------------------- steps
+def resume(check: Check) -> dict:
+    params = {**(TINY if check.tiny else QUICK), "epochs": 4}
+    rows = {}
+    for mode, extra in (("default", {}), ("deterministic", {"deterministic": True})):
+        runs = {}
+        for name, kills in (("uninterrupted", [None]), ("again", [None]), ("killed and resumed", [1, None])):
+            if name == "again" and mode == "default":
+                continue
+            spec = {"dataset": "ml-100k", "params": {**params, **extra}, "output": str(check.out / "runs"),
+                    "data": str(check.data), "configs": str(REPO / "configs"), "sweep": f"resume-{mode}-{name.split()[0]}"}
+            for kill in kills:
+                code, result = check.python(RUN, 240, {**spec, "kill_epoch": kill}, log=f"resume-{mode}-{name}")
+            runs[name] = Path(result["run_dir"]) if code == 0 and result and result["status"] == "ok" else None
+        for name in ("again", "killed and resumed"):
+            if name in runs:
+                rows[f"{mode}: {name}"] = compare_runs(runs["uninterrupted"], runs[name])
+    return rows
+
+
+def compare_runs(one: Path | None, other: Path | None) -> str:
+    import numpy as np
+
+    if one is None or other is None:
+        return "FAILED (see logs/)"
+    losses = [[line["loss"] for line in map(json.loads, (d / "history.jsonl").read_text().splitlines())
+               if line.get("epoch", -1) >= 0] for d in (one, other)]
+    users = [dict(np.load(d / "test_per_user.npz")) for d in (one, other)]
+    same_users = all(np.array_equal(users[0][k], users[1][k]) for k in users[0])
+    if losses[0] == losses[1] and same_users:
+        return "bit-identical (every loss, every user's test metrics)"
+    worst = max(abs(a - b) / abs(a) for a, b in zip(*losses)) if len(losses[0]) == len(losses[1]) else float("nan")
+    differing = sum(int(np.sum(users[0][k] != users[1][k])) for k in users[0] if k != "users")
+    return f"differs: losses by up to {worst:.2g} (relative); {differing} per-user test values differ"
+
+
+def tests(check: Check) -> dict:
+    code, _ = check.python(["-m", "pytest", "-q", "-p", "no:cacheprovider", *DEVICE_TESTS], 420, log="tests")
+    tail = (check.out / "logs" / "tests.log").read_text().strip().splitlines()[-1:] if code != 124 else ["timed out"]
+    return {"device tests": f"{'passed' if code == 0 else 'FAILED'}: {tail[0] if tail else ''}"}
+
+
+class Busy:
+    """nvidia-smi sampled every 200 ms while a step runs: the share of samples with the GPU busy, and the peak."""
+
+    def __init__(self, gpu: bool):
+        self.gpu, self.samples = gpu, []
+
+    def __enter__(self):
+        if self.gpu:
+            self.process = subprocess.Popen(["nvidia-smi", "--query-gpu=utilization.gpu,memory.used",
+                                             "--format=csv,noheader,nounits", "-lms", "200"],
+                                            stdout=subprocess.PIPE, text=True)
+            self.reader = threading.Thread(target=self._read, daemon=True)
+            self.reader.start()
+        return self
+
+    def _read(self):
+        for line in self.process.stdout:
+            parts = [p.strip() for p in line.split(",")]
+            if len(parts) == 2 and all(p.isdigit() for p in parts):
+                self.samples.append((int(parts[0]), int(parts[1])))
+
+    def __exit__(self, *exc):
+        if self.gpu:
+            self.process.terminate()
+            self.process.wait(10)
+
+    def text(self) -> str:
+        if not self.samples:
+            return "n/a"
+        busy = sum(u > 0 for u, _ in self.samples) / len(self.samples)
+        return f"{busy:.0%} of {len(self.samples)} samples, {max(m for _, m in self.samples)} MiB peak (nvidia-smi)"
+
+
+def recorded(check: Check, sweep: str) -> dict:
+    metrics = next((check.out / "runs" / sweep).rglob("metrics.json"), None)
+    if metrics is None:
+        return {}
+    record = json.loads(metrics.read_text())
+    history = [json.loads(line) for line in (metrics.parent / "history.jsonl").read_text().splitlines()]
+    return {"epoch_seconds": [line["seconds"] for line in history if line.get("epoch", -1) >= 0],
+            "test": record.get("test") or {}, "peak_mb": (record.get("device") or {}).get("peak_memory_mb"),
+            "status": record["status"]}
+
+
+def main_job(check: Check) -> dict:
+    spec = {"dataset": check.dataset, "params": check.job(2), "output": str(check.out / "plain"),
+            "data": str(check.data), "configs": str(REPO / "configs")}
+    with Busy(check.gpu) as plain_busy:
+        _, plain = check.python(PLAIN, 300, spec, log="main-plain")
+    with Busy(check.gpu) as exact_busy:
+        check.recrunner(["--model", "SASRec", "--dataset", check.dataset, "--name", "main-exact",
+                         "--set", *[f"{k}={json.dumps(v)}" for k, v in check.job(2).items()]], 300, "main-exact")
+    exact = recorded(check, "main-exact")
+    plain = plain or {}
+    return {"plain RecBole, s/epoch": _seconds(plain), "plain RecBole, GPU busy": plain_busy.text(),
+            "plain RecBole, peak allocated": _mb(plain.get("peak_mb")),
+            "exact, s/epoch": _seconds(exact), "exact, GPU busy": exact_busy.text(),
+            "exact, peak memory": _mb(exact.get("peak_mb")),
+            "exact, test metrics": ("equal to plain RecBole's" if exact.get("test") and exact["test"] == plain.get("test")
+                                    else f"DIFFER: {exact.get('test')} vs {plain.get('test')}"),
+            "test ndcg@10": str(exact.get("test", {}).get("ndcg@10"))}
+
+
+def fast(check: Check) -> dict:
+    extra = ["fast_compile=false", "fast_precision=bf16"] if check.tiny else []  # CI's CPU: no minute of compiling
+    with Busy(check.gpu) as busy:
+        check.recrunner(["--model", "SASRec", "--dataset", check.dataset, "--name", "main-fast", "--fast",
+                         "--set", *[f"{k}={json.dumps(v)}" for k, v in check.job(3).items()], *extra], 420, "main-fast")
+    run = recorded(check, "main-fast")
+    return {"--fast, s/epoch": _seconds(run), "--fast, GPU busy": busy.text(), "--fast, peak memory": _mb(run.get("peak_mb")),
+            "--fast, test ndcg@10": str(run.get("test", {}).get("ndcg@10"))}
+
+
+def cells(check: Check) -> dict:
+    grid = check.out / "cells.yaml"
+    grid.write_text(json.dumps({"models": ["SASRec"], "datasets": ["ml-100k"], "seeds": [1, 2, 3, 4],
+                                "fixed": {**(TINY if check.tiny else QUICK), "epochs": 10 if check.gpu else 2}}))
+    together = ["--workers", "4", "--gpus", "0,0,0,0"] if check.gpu else ["--workers", "2"]
+    alone = ["--workers", "1", "--gpus", "0"] if check.gpu else ["--workers", "1"]
+    times = {}
+    for name, flags in (("one at a time", alone), ("at once", together)):
+        start = time.perf_counter()
+        code = check.recrunner(["--grid", str(grid), "--name", f"cells-{name.split()[-1]}", *flags], 400, f"cells-{name}")
+        times[name] = time.perf_counter() - start if code == 0 else None
+    one, both = times["one at a time"], times["at once"]
+    ratio = f"{one / both:.2f}x the throughput" if one and both else "FAILED (see logs/)"
+    return {"4 cells, one at a time": _s(one), "4 cells at once": f"{_s(both)} ({ratio})"}
+
+
+STEPS = {"resume": resume, "tests": tests, "main": main_job, "fast": fast, "cells": cells}
+
+
+def _seconds(run: dict) -> str:
+    values = run.get("epoch_seconds") or []
+    return ", ".join(f"{s:.2f}" for s in values) or "FAILED (see logs/)"
+
+
+def _mb(value) -> str:
+    return "n/a" if value is None else f"{value:.0f} MiB"
+
+
+def _s(value) -> str:
+    return "FAILED" if value is None else f"{value:.0f} s"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=os.environ.get("OUT", "gpu-check"), help="results folder (default: $OUT)")
+    parser.add_argument("--steps", default=",".join(STEPS), help="comma-separated, of " + ", ".join(STEPS))
+    parser.add_argument("--tiny", action="store_true", help="tiny sizes on ml-100k (always without a GPU)")
+    parser.add_argument("--data-path", default=None, help="the folder holding ml-1m/ (default $RECRUNNER_DATA_PATH)")
+    args = parser.parse_args(argv)
+    check = Check(args)
+    started, table = time.perf_counter(), {}
+    for name in args.steps.split(","):
+        began = time.perf_counter()
+        rows = STEPS[name](check)
+        rows[f"{name}: step time"] = f"{time.perf_counter() - began:.0f} s"
+        (check.out / "steps" / f"{name}.json").write_text(json.dumps(rows, indent=1))
+        table.update(rows)
+        print(f"gpu_check: {name} done in {time.perf_counter() - began:.0f} s", flush=True)
+    title = f"# GPU check on {check.device} ({check.versions}, {'tiny sizes, ml-100k' if check.tiny else 'ml-1m'})"
+    lines = [title, "", "| check | result |", "|---|---|"] + [f"| {k} | {v} |" for k, v in table.items()]
+    lines.append(f"\nwhole check: {time.perf_counter() - started:.0f} s")
+    (check.out / "gpu_check.md").write_text("\n".join(lines) + "\n")
+    (check.out / "gpu_check.json").write_text(json.dumps({"device": check.device, "tiny": check.tiny, **table}, indent=1))
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

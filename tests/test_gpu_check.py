@@ -1,0 +1,25 @@
+"""bench/gpu_check.py, the project's GPU check, in the mode CI can run: a CPU at tiny sizes. On a GPU
+the same script measures the main job at full size (BENCHMARKS.md: GPU check)."""
+
+import json
+import subprocess
+import sys
+
+from .conftest import REPO
+
+
+def test_the_gpu_check_runs_on_a_cpu_at_tiny_sizes_and_every_promise_holds(tmp_path):
+    steps = "resume,main,fast,cells"  # `tests` is the suite's own business here
+    done = subprocess.run([sys.executable, "bench/gpu_check.py", "--out", str(tmp_path), "--steps", steps],
+                          cwd=REPO, capture_output=True, text=True, timeout=900)
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    table = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert table["device"] == "CPU" and table["tiny"] is True
+    resumes = {k: v for k, v in table.items() if k.startswith(("default:", "deterministic:"))}
+    assert list(resumes) == ["default: killed and resumed", "deterministic: again", "deterministic: killed and resumed"]
+    assert all(v.startswith("bit-identical") for v in resumes.values()), resumes
+    assert table["exact, test metrics"] == "equal to plain RecBole's"
+    assert "FAILED" not in json.dumps(table), table
+    assert len(table["--fast, s/epoch"].split(", ")) == 3
+    assert (tmp_path / "gpu_check.md").read_text().startswith("# GPU check on CPU")
