@@ -83,7 +83,7 @@ def one_run(fast: bool, model: str, dataset: str, epochs: int, max_batches: int 
         fast_mode.CPU_GAINS[model] = "--no-limits"
         fast_mode.EAGER_SCORING.pop(model, None)
     quiet_known_warnings()
-    from recrunner.config.params import layered_params
+    from recrunner.config.layers import layered_params
 
     layers = layered_params(REPO / "configs", model, dataset, {})  # configs/datasets/ml-1m.yaml: its columns
     params = {**layers, **PARAMS.get(model, {}), "show_progress": False, "progress_bar": False, "checkpoint_dir": str(workdir / "ckpt"), "fast": fast,

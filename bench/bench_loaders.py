@@ -29,7 +29,7 @@ def _build(model: str, dataset: str, data_path: str | None):
     from recbole.data import create_dataset, data_preparation
     from recbole.utils import get_model, init_seed
 
-    from recrunner.config.params import layered_params
+    from recrunner.config.layers import layered_params
     from recrunner.seams.config import recbole_argv_cleared
     from recrunner.seams.environment import quiet_known_warnings
     from recrunner.training.trainer import CustomTrainer

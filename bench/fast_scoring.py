@@ -29,7 +29,7 @@ def trained(model: str, seed: int, bf16: bool, epochs: int):
     from recbole.utils import get_model, init_seed
 
     from fast_seeds import PARAMS
-    from recrunner.config.params import layered_params
+    from recrunner.config.layers import layered_params
     from recrunner.seams.config import recbole_argv_cleared
     from recrunner.training.trainer import CustomTrainer
 

@@ -87,9 +87,10 @@ def test_a_global_temporal_split_does_not_leak(workspace, timed_dataset):
 def test_the_shipped_global_temporal_config_is_that_split(workspace, timed_dataset):
     import yaml
 
+    from recrunner.config.layers import config_file
     from tests.conftest import REPO
 
-    params = yaml.safe_load((REPO / protocol.GLOBAL_SPLIT).read_text())
+    params = yaml.safe_load(config_file(protocol.GLOBAL_SPLIT.split()[-1]).read_text())
     assert _card(workspace, timed_dataset, params)["leakage"]["test_before_train_end"] == 0.0
 
 

@@ -7,8 +7,9 @@ import argparse
 import os
 from pathlib import Path
 
-from ..config.params import default_config_dir
+from ..config.layers import default_config_dir
 from ..core.errors import ConfigError
+from ..core.docs import page
 
 
 class Parser(argparse.ArgumentParser):
@@ -25,8 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", nargs="+", default=None, help="RecBole model name(s) (default: SASRec, or the grid's)")
     parser.add_argument("--dataset", nargs="+", default=None, help="dataset name(s) (default: ml-100k, or the grid's)")
     parser.add_argument("--grid", type=Path, default=None, metavar="FILE",
-                        help="grid YAML: models, datasets, swept params, seeds (see configs/grids/)")
-    parser.add_argument("--config-file", nargs="+", default=[], metavar="FILE", help="YAML file(s) of parameters")
+                        help="grid YAML: models, datasets, swept params, seeds: a path, or a packaged one (grids/smoke.yaml)")
+    parser.add_argument("--config-file", nargs="+", default=[], metavar="FILE",
+                        help="YAML file(s) of parameters: a path, or a packaged one (quick.yaml, protocols/global-temporal)")
     parser.add_argument("--set", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
                         help="parameters (values parsed as YAML); repeatable, highest priority")
     parser.add_argument("--output", type=Path, default=Path("runs"), help="output folder (default: runs)")
@@ -34,13 +36,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-path", type=Path, default=None,
                         help="folder holding <dataset>/ folders (default: $RECRUNNER_DATA_PATH or ./datasets)")
     parser.add_argument("--config-dir", type=Path, default=None,
-                        help="recrunner's YAML layers (default: ./configs, else the one beside the package)")
+                        help="a folder of YAML layers (base.yaml, datasets/, models/) over the packaged ones "
+                             "(default: ./configs where there is one)")
     parser.add_argument("--fast", action="store_true",
-                        help="fast mode: compiled, reduced precision; not bit-identical to RecBole (docs/fast.md)")
+                        help=f"fast mode: compiled, reduced precision; not bit-identical to RecBole ({page('fast')})")
     parser.add_argument("--deterministic", action="store_true",
-                        help="torch's deterministic kernels: a GPU run repeats bit for bit, somewhat slower (docs/runs.md)")
+                        help=f"torch's deterministic kernels: a GPU run repeats bit for bit, somewhat slower ({page('runs')})")
     parser.add_argument("--nproc", type=_positive, default=None, metavar="N",
-                        help="train each run in N processes (data parallel; one GPU each with --gpus; docs/distributed.md)")
+                        help=f"train each run in N processes (data parallel; one GPU each with --gpus; {page('distributed')})")
     parser.add_argument("--restart", action="store_true", help="train again from scratch instead of resuming")
     parser.add_argument("--resume-from", type=Path, default=None, metavar="PATH",
                         help="continue from this last.pth / epoch-N.pth")
@@ -56,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dry-run", action="store_true", help="print the cells and their run ids; run nothing")
     parser.add_argument("--quiet", action="store_true", help="log to run.log only, not to the console")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument("--version", action="store_true",
+                        help="print recrunner's, RecBole's, torch's and Python's versions, and exit")
     return parser
 
 
@@ -67,11 +72,11 @@ def _search_arguments(parser) -> None:
     parser.add_argument("--prune", choices=("none", "median", "asha", "hyperband"), default=None,
                         help="stop trials early on their validation scores (default none)")
     parser.add_argument("--prune-after", type=_positive, default=None, metavar="N",
-                        help="epochs every trial trains before it can be pruned (default 5: BENCHMARKS.md)")
+                        help="epochs every trial trains before it can be pruned (default 5: measured in the documentation's Search page)")
     parser.add_argument("--final-seeds", type=_non_negative, default=None, metavar="K",
                         help="after the search, the best configuration (on validation) with K seeds")
     parser.add_argument("--select-top", type=_positive, default=None, metavar="K",
-                        help="racing: re-run the K best configurations on validation with more seeds (docs/search.md)")
+                        help=f"racing: re-run the K best configurations on validation with more seeds ({page('search')})")
     parser.add_argument("--select-seeds", type=_positive, default=None, metavar="S",
                         help="racing: the most seeds a configuration gets, its first included (default 3)")
     parser.add_argument("--storage", default=None, metavar="URL",
@@ -121,7 +126,7 @@ def build_reproduce_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-path", type=Path, default=None,
                         help="folder holding <dataset>/ (default: the one the original run read)")
     parser.add_argument("--config-dir", type=Path, default=None,
-                        help="recrunner's YAML layers (default: the folder the original run read)")
+                        help="a folder of YAML layers over the packaged ones (default: the one the original run read)")
     parser.add_argument("--quiet", action="store_true", help="log the new run to its run.log only")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     return parser
@@ -133,12 +138,16 @@ def data_path_of(args) -> Path:
     return (args.data_path or Path(os.environ.get("RECRUNNER_DATA_PATH", "datasets"))).resolve()
 
 
+def user_config_dir(args) -> Path | None:
+    """--config-dir, else ./configs where there is one: the user's layers over the packaged ones."""
+    return args.config_dir.resolve() if args.config_dir else default_config_dir()
+
+
 def workspace_of(args):
     """Where things are: the output folder, the data folder (`data_path_of`), the config layers."""
     from ..run.experiment import Workspace
 
-    return Workspace(output_dir=args.output.resolve(), data_path=data_path_of(args),
-                     config_dir=(args.config_dir or default_config_dir()))
+    return Workspace(output_dir=args.output.resolve(), data_path=data_path_of(args), config_dir=user_config_dir(args))
 
 
 def sweep_options(args):

@@ -131,7 +131,8 @@ def _import(args, data_path: Path) -> int:
 
 
 def _describe(args, data_path: Path) -> int:
-    from ..config.params import default_config_dir, parse_set_options
+    from ..config.layers import default_config_dir
+    from ..config.params import parse_set_options
     from ..data.describe import check_files, describe
     from ..run.preparation import Experiment, Workspace, prepare
     from .data_render import render_check, render_description
@@ -144,7 +145,7 @@ def _describe(args, data_path: Path) -> int:
         if bad:
             raise ConfigError(f"{bad[0][0]}: {bad[0][1]}")
     workspace = Workspace(output_dir=Path(os.devnull), data_path=data_path,
-                          config_dir=args.config_dir or default_config_dir())
+                          config_dir=args.config_dir.resolve() if args.config_dir else default_config_dir())
     prepared = prepare(Experiment(args.model, args.dataset, parse_set_options(args.set)), workspace)
     description = describe(prepared.config)
     if args.command == "check":

@@ -37,6 +37,9 @@ def main(argv=None) -> int:
 
 
 def _dispatch(argv: list[str], command: str, started: float) -> int:
+    if "--version" in argv:  # no subcommand has a flag of that name
+        print(version_line())
+        return 0
     if argv[:1] == ["report"]:
         return _report(build_report_parser().parse_args(argv[1:]))
     if argv[:1] == ["reproduce"]:
@@ -54,6 +57,15 @@ def _dispatch(argv: list[str], command: str, started: float) -> int:
     args = build_parser().parse_args(argv)
     args.command, args.started = command, started
     return run_command(args)
+
+
+def version_line() -> str:
+    """`recrunner 0.1.0 (RecBole 1.2.1, torch 2.13.0, Python 3.11.7)`: what a bug report needs first."""
+    from ..run.provenance import versions
+
+    found = versions()
+    return (f"recrunner {found['recrunner']} (RecBole {found['recbole'] or 'not installed'}, "
+            f"torch {found['torch'] or 'not installed'}, Python {found['python']})")
 
 
 def _report(args) -> int:

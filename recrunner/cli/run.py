@@ -11,7 +11,7 @@ from ..core.layout import OutputPaths
 from ..run.record import Status
 from ..sweep import forkserver
 from ..sweep.request import SweepRequest, cells_of, describe_plan, grid_of, may_have_work, sweep_name
-from .arguments import sweep_options, workspace_of
+from .arguments import sweep_options, user_config_dir, workspace_of
 
 
 def run_command(args) -> int:
@@ -96,8 +96,14 @@ def _plan_and_run(args, cells, name, select=None) -> int:
 
 
 def request_of(args) -> SweepRequest:
-    return SweepRequest(grid_file=args.grid, models=tuple(args.model or ()), datasets=tuple(args.dataset or ()),
-                        config_files=tuple(args.config_file),
+    """What the command asks for; a --grid or --config-file that is not a path here is a packaged one
+    (`quick.yaml`, `grids/smoke.yaml`: recrunner.config.layers.config_file)."""
+    from ..config.layers import config_file
+
+    folder = user_config_dir(args)
+    return SweepRequest(grid_file=config_file(args.grid, folder) if args.grid else None,
+                        models=tuple(args.model or ()), datasets=tuple(args.dataset or ()),
+                        config_files=tuple(config_file(path, folder) for path in args.config_file),
                         set_options=_flag_options(args) + _processes(args) + tuple(args.set),
                         name=args.name, output=args.output, resume_from=args.resume_from)
 

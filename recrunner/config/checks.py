@@ -159,6 +159,18 @@ def canonical_model(name: str) -> str:
     return path.stem if path is not None else name
 
 
+_PLAIN_NAME = re.compile(r"\w[\w.-]*")
+
+
+def plain_name(what: str, name) -> str:
+    """`name` when it can name a folder under the output or data folder and nothing else (no path,
+    no '..'); else a ConfigError. The one check for sweep, dataset and model names and `data import --name`."""
+    if not isinstance(name, str) or not _PLAIN_NAME.fullmatch(name):
+        raise ConfigError(f"{what} {name!r}: use letters, digits, '-', '_' and '.', starting with a letter or digit "
+                          "(it names a folder)")
+    return name
+
+
 def check_output_folder(output: Path) -> None:
     """The output folder must be a folder recrunner can write, or creatable as one."""
     output = Path(output)

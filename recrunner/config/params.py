@@ -1,10 +1,5 @@
-"""Layered configuration and its validation.
-
-Layers, lowest to highest: RecBole's own defaults, configs/base.yaml, the dataset's own settings
-(<data_path>/<d>/dataset.yaml, written by `recrunner data import`), configs/datasets/<d>.yaml,
-configs/models/<m>.yaml, then the run's overrides (grid parameters, --config-file, --set).
-recrunner merges its layers into one dict and hands it to RecBole as `config_dict`, RecBole's
-top layer, with sys.argv hidden (seams.config.recbole_argv_cleared).
+"""Parameters: recrunner's own keys and their defaults, YAML and --set values read, keys, types and
+metrics checked. Where the YAML layers come from is recrunner.config.layers.
 """
 
 from __future__ import annotations
@@ -124,14 +119,6 @@ def _loader():
     return Loader
 
 
-def default_config_dir() -> Path | None:
-    """The CLI's config folder when none is given: ./configs, else the one beside the package."""
-    for candidate in (Path.cwd() / "configs", Path(__file__).resolve().parents[1] / "configs"):
-        if (candidate / "base.yaml").is_file():
-            return candidate
-    return None
-
-
 def parse_set_options(options: Iterable[str]) -> dict:
     """`--set key=value` pairs to a dict; values are YAML (`epochs=5`, `topk=[10,20]`)."""
     result = {}
@@ -145,24 +132,6 @@ def parse_set_options(options: Iterable[str]) -> dict:
         except yaml.YAMLError:
             raise ConfigError(f"--set {key}: cannot parse value {raw!r} as YAML") from None
     return result
-
-
-def layered_params(config_dir: Path | None, model: str, dataset: str, overrides: Mapping,
-                   dataset_settings: Mapping | None = None) -> dict:
-    """Merge recrunner's YAML layers, the dataset's own settings and the run's overrides (later
-    wins, key by key)."""
-    merged: dict[str, Any] = {}
-    config_dir = Path(config_dir) if config_dir is not None else None
-    layers = [config_dir / "base.yaml" if config_dir else None, dict(dataset_settings or {}),
-              config_dir / "datasets" / f"{dataset}.yaml" if config_dir else None,
-              config_dir / "models" / f"{model}.yaml" if config_dir else None]
-    for layer in layers:
-        if isinstance(layer, dict):
-            merged.update(layer)
-        elif layer is not None and layer.is_file():
-            merged.update(load_yaml(layer))
-    merged.update(overrides)
-    return merged
 
 
 def check_overrides(overrides: Mapping, defaults: Mapping, source: str = "--set") -> dict:

@@ -45,6 +45,7 @@ from ..seams.dataset import dataset_class_name, history_columns, reuse_built
 from ..seams.loaders import vectorise_loaders
 from . import entry
 from .compact import describe, rebuild
+from .describe import check_split, too_little
 
 logger = logging.getLogger("recrunner")
 
@@ -91,7 +92,7 @@ def _dataset(config):
         raise DataError(f"RecBole could not build {config['dataset']} from its files ({one_line(exc)[:160]}); "
                         "check the filters (user_inter_num_interval, item_inter_num_interval, val_interval) "
                         "and the atomic files' columns") from None
-    if dataset.inter_num == 0 or dataset.user_num <= 2 or dataset.item_num <= 2:
+    if too_little(dataset.inter_num, dataset.user_num - 1, dataset.item_num - 1):
         raise DataError(
             f"{config['dataset']} has {dataset.inter_num} interactions, {dataset.user_num - 1} users and "
             f"{dataset.item_num - 1} items left after filtering (user_inter_num_interval "
@@ -112,9 +113,12 @@ def _prepared(config, dataset):
 
 
 def _split(config, dataset):
-    """(train, valid, test) datasets and the base a sequential dataset's histories are windows of."""
+    """(train, valid, test) datasets and the base a sequential dataset's histories are windows of; a
+    DataError where a part is empty (`data describe` decides the same: describe.check_split)."""
     with _data_errors(config):
-        return build_split(dataset)
+        built, base = build_split(dataset)
+    check_split(config, dataset, built)
+    return built, base
 
 
 @contextlib.contextmanager

@@ -58,22 +58,36 @@ def describe(config) -> Description:
         built, _ = build_split(dataset)
     except ValueError as exc:
         raise DataError(f"{config['dataset']}: RecBole could not split it ({one_line(exc)[:200]})") from None
-    description.split = {"settings": dict(config["eval_args"] or {})}
+    description.split = {"settings": dict(config["eval_args"] or {}), **check_split(config, dataset, built)}
+    return description
+
+
+def check_split(config, dataset, built) -> dict:
+    """Each part's interactions and users; a DataError naming the empty ones (what every run checks too,
+    before it builds its loaders: recrunner.data.cache)."""
+    sizes = {}
     for name, part in zip(PARTS, built):
         users = part.inter_feat[part.uid_field].unique().numel() if len(part.inter_feat) else 0
-        description.split[name] = {"interactions": len(part.inter_feat), "users": int(users)}
-    empty = [name for name in PARTS if description.split[name]["interactions"] == 0]
+        sizes[name] = {"interactions": len(part.inter_feat), "users": int(users)}
+    empty = [name for name in PARTS if sizes[name]["interactions"] == 0]
     if empty:
         raise DataError(f"{config['dataset']}: the split {config['eval_args']} leaves the {' and '.join(empty)} "
-                        f"part{'s' if len(empty) > 1 else ''} empty ({description.filtered['interactions']} interactions "
-                        f"of {description.filtered['users']} users after filtering); use a larger dataset or another split")
-    return description
+                        f"part{'s' if len(empty) > 1 else ''} empty ({dataset.inter_num} interactions of "
+                        f"{dataset.user_num - 1} users after filtering); use a larger dataset or another split "
+                        f"(`recrunner data describe {config['dataset']}` shows what each step leaves)")
+    return sizes
+
+
+def too_little(interactions: int, users: int, items: int) -> bool:
+    """Whether a dataset, as filtered, leaves nothing to train on: no interaction, or under 2 users or
+    items (pure; what `too_small` and every run's data loading decide by)."""
+    return interactions == 0 or users < 2 or items < 2
 
 
 def too_small(steps: list[dict]) -> str | None:
     """Which step (after loading) left fewer than 2 users or 2 items, named with its settings; or None."""
     for before, after in zip(steps, steps[1:]):
-        if after["users"] < 2 or after["items"] < 2 or after["interactions"] == 0:
+        if too_little(after["interactions"], after["users"], after["items"]):
             settings = ", ".join(f"{key}: {value}" for key, value in after["settings"].items())
             return (f"{after['what']}{f' ({settings})' if settings else ''} left {after['interactions']} interactions "
                     f"of {after['users']} users and {after['items']} items (from {before['interactions']} of "

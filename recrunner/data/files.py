@@ -10,6 +10,7 @@ from urllib.parse import urlparse
 import yaml
 
 from ..core.errors import DataError, DatasetNotFoundError
+from ..core.docs import page
 
 FIELD_TYPES = ("token", "token_seq", "float", "float_seq")  # recbole.utils.enum_type.FeatureType
 ATOMIC_SUFFIXES = ("inter", "user", "item", "kg", "link", "net")
@@ -122,7 +123,7 @@ def check_additional_files(config) -> None:
         described = f" with columns {', '.join(columns)}" if columns else ""
         raise DatasetNotFoundError(
             f"{config['model']} needs {', '.join(map(str, missing))} (additional_feat_suffix){described}: "
-            "supply the file (docs/models.md: Knowledge-aware sequential models) or point --data-path at a folder that has it")
+            f"supply the file ({page('models', 'Knowledge-aware sequential models')}) or point --data-path at a folder that has it")
 
 
 def check_atomic_files(config, rows: int = 1000) -> None:

@@ -28,6 +28,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import yaml
 
+from ..config.checks import plain_name
 from ..core.errors import ConfigError, DataError
 from ..core.files import process_exists
 from .atomic import AtomicWriter, as_text, field_name
@@ -73,8 +74,7 @@ def import_dataset(spec: ImportSpec, name: str, data_path: Path, force: bool = F
     """Write the dataset `name` under `data_path` from `spec`; see the module docstring."""
     if spec.duplicates not in DUPLICATE_POLICIES:
         raise ConfigError(f"--duplicates {spec.duplicates!r}: choose one of {', '.join(DUPLICATE_POLICIES)}")
-    if not re.fullmatch(r"\w[\w.-]*", name):
-        raise ConfigError(f"--name {name!r}: use letters, digits, '-', '_' and '.' (it names a folder and its files)")
+    plain_name("--name", name)
     target = Path(data_path) / name
     if target.exists() and not force:
         raise ConfigError(f"{target} already exists; add --force to replace it, or choose another --name")
@@ -112,7 +112,7 @@ def dataset_settings(files: Mapping[str, tuple[int, dict]], duplicates: str = "k
 
 def _settings_text(settings: dict, spec: ImportSpec) -> str:
     header = (f"# Written by `recrunner data import` from {spec.source.path.name}. Every run on this dataset\n"
-              "# reads it (above configs/base.yaml, below configs/datasets/<name>.yaml and --set);\n"
+              "# reads it (above recrunner's base.yaml, below its datasets/<name>.yaml and --set);\n"
               f"# {CONTEXT_SECTION}: applies on top for context-aware models (FM, DeepFM, ...) only.\n")
     return header + yaml.safe_dump(settings, sort_keys=False, default_flow_style=None)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..config.params import setting
 from ..core.errors import ConfigError
+from ..core.docs import page
 
 
 def tell(world, decision) -> None:
@@ -60,7 +61,7 @@ def check_data_parallel(prepared) -> int:
         reason = data_parallel_refusal(prepared)
         if reason:
             raise ConfigError(f"{prepared.config['model']} cannot train in {nproc} processes: {reason}; "
-                              "run it without --nproc (docs/distributed.md lists what can)")
+                              f"run it without --nproc ({page('distributed')} lists what can)")
     return nproc
 
 

@@ -67,7 +67,7 @@ def run_experiment(experiment: Experiment, workspace: Workspace, *, restart: boo
     if previous and not restart:
         if previous.fingerprint not in (None, prepared.fingerprint):
             raise ConfigError(
-                f"{paths.run_dir} holds a run with other settings (were configs/*.yaml edited?); "
+                f"{paths.run_dir} holds a run with other settings (were its configuration layers edited?); "
                 "pass --restart to train it again, or --name for a new sweep"
             )
         if previous.status.finished and resume_from is None:
@@ -95,6 +95,7 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
     status, error, trainer = Status.FAILED, None, None
     try:
         logger.info(f"recrunner {__version__}: {config['model']} on {config['dataset']}, run {paths.run_dir}")
+        logger.info("configuration layers read from: " + ", ".join(record.provenance["config_layers"]))
         if setting(config, "fast"):
             share_compile_cache(OutputPaths(workspace.output_dir).compile_cache)
         _pretrain(prepared, workspace, callbacks, record, begun)

@@ -25,12 +25,12 @@ def load(path: Path) -> dict:
 
 
 def of_validation(trainer, valid_data) -> dict:
-    """The best weights' per-user validation metrics. Called after the test, so that it moves no RNG
-    the test depends on (a sampled evaluation draws negatives)."""
+    """The best weights' per-user validation metrics. Called after the test, which loaded those weights,
+    so that it moves no RNG the test depends on (a sampled evaluation draws negatives)."""
     from ..seams.evaluator import capture_per_user
 
     values: dict = {}
     if trainer.is_validating(valid_data):
         with capture_per_user(trainer, valid_data, values):
-            trainer.evaluate(valid_data, load_best_model=True)
+            trainer.evaluate(valid_data, load_best_model=False)
     return values

@@ -25,10 +25,12 @@ from collections import defaultdict
 
 import numpy as np
 
+from ..core.docs import page
+
 # a share above this is reported as leakage (ties at the boundary are not leakage)
 LEAK_WARNING = 0.01
 FILTER_KEYS = ("user_inter_num_interval", "item_inter_num_interval", "val_interval", "rm_dup_inter")
-GLOBAL_SPLIT = "configs/protocols/global-temporal.yaml"
+GLOBAL_SPLIT = "--config-file protocols/global-temporal.yaml"  # the packaged layer (recrunner/configs/protocols)
 
 
 def card(config, train, valid, test) -> dict:
@@ -151,7 +153,7 @@ def warnings(card: dict) -> list[str]:
                      f"order): {shares['test_before_train_end']:.1%} of test and "
                      f"{shares['valid_before_train_end']:.1%} of validation interactions precede the latest training "
                      f"one, {shares['train_after_test_start']:.1%} of training interactions follow the earliest test "
-                     f"one; {GLOBAL_SPLIT} splits on one global timeline (docs/protocols.md)")
+                     f"one; {GLOBAL_SPLIT} splits on one global timeline ({page('protocols')})")
     for phase, ranking in (card.get("ranking") or {}).items():
         negatives = sampled_negatives(ranking)
         if negatives is None:

@@ -1,8 +1,9 @@
 """Where a run's numbers come from, recorded in its metrics.json (`provenance`).
 
     command    the command line that asked for the run (the sweep's, for a sweep cell)
-    config_dir the folder of recrunner's YAML layers the run read (`recrunner reproduce` reads it again)
-    git        the commit of recrunner's checkout and of the config folder, and whether each tree
+    config_dir the user's folder of YAML layers the run read over the packaged ones, or None
+               (`recrunner reproduce` reads it again); config_layers: every folder read, lowest first
+    git        the commit of recrunner's checkout and of the user's config folder, and whether each tree
                had uncommitted changes (None outside a git checkout)
     versions   python, torch, recbole, numpy, pandas, scipy, recrunner
     data       every file of the dataset's folder: name, bytes and SHA-256
@@ -24,14 +25,16 @@ from pathlib import Path
 
 def provenance(data_folder: Path | None, config_dir: Path | None, command: str | None) -> dict:
     """The provenance of a run on this machine, now (reads git and the data files' digests)."""
+    from ..config.layers import layer_folders
     from ..data.cache import folder_fingerprint
 
     files = folder_fingerprint(Path(data_folder)) if data_folder is not None else []
+    folders = layer_folders(config_dir)
     return {
         "command": command or " ".join(sys.argv),
-        "config_dir": str(Path(config_dir).resolve()) if config_dir is not None else None,
-        "git": {"recrunner": git_state(Path(__file__).resolve().parent),
-                "configs": git_state(Path(config_dir)) if config_dir is not None else None},
+        "config_dir": str(folders[-1].resolve()) if len(folders) > 1 else None,
+        "config_layers": [str(folder.resolve()) for folder in folders],
+        "git": {"recrunner": git_state(Path(__file__).resolve().parent), "configs": git_state(folders[-1])},
         "versions": versions(),
         "data": [{"file": name, "bytes": size, "sha256": digest} for name, size, digest in files],
         "machine": machine(),

@@ -27,11 +27,12 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from ..config.params import default_config_dir
+from ..config.layers import default_config_dir
 from ..core.errors import ConfigError
 from .preparation import Experiment, Workspace
 from .record import RunRecord, Status
 from ..core.layout import OutputPaths, RunPaths
+from ..core.docs import page
 
 # A GPU run without `deterministic: true` repeats to within its kernels' summation order: two runs of
 # configs/quick.yaml on an H200 differed in the 9th significant digit of a loss and not in any
@@ -76,8 +77,7 @@ def plan(run_dir: Path, output: Path | None = None, data_path: Path | None = Non
     workspace = Workspace(
         output_dir=Path(output or OutputPaths.of_run(run_dir).root).resolve(),
         data_path=Path(data_path or Path(config["data_path"]).parent).resolve(),
-        config_dir=config_dir or (Path(recorded_dir) if recorded_dir and Path(recorded_dir).is_dir()
-                                  else default_config_dir()))
+        config_dir=config_dir or (Path(recorded_dir) if recorded_dir and Path(recorded_dir).is_dir() else None))
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     sweep = next(name for n in range(1, 1000) if not (workspace.output_dir / (
         name := f"reproduce-{stamp}" + (f"-{n}" if n > 1 else ""))).exists())
@@ -137,7 +137,7 @@ def explain(original: dict, reproduced: dict, original_config: dict, reproduced_
         lines.append(f"CPU threads differ: {then} then, {reproduced.get('threads')} now (CPU sums depend on them)")
     then_fast, now_fast = _fast_text(original.get("fast")), _fast_text(reproduced.get("fast"))
     if then_fast != now_fast:
-        lines.append(f"fast mode differs: {then_fast} then, {now_fast} now (docs/fast.md)")
+        lines.append(f"fast mode differs: {then_fast} then, {now_fast} now ({page('fast')})")
     elif original.get("fast"):
         lines.append(f"both ran in fast mode ({now_fast}): its numbers repeat on one machine and torch version, not across them")
     for side in ("recrunner", "configs"):
@@ -168,7 +168,7 @@ def render(run_dir: Path, new_dir: Path, comparison: Comparison) -> str:
         unequal = sum(then != now for _, then, now, _ in comparison.rows)
         lines.append(f"equal within the GPU's run-to-run tolerance: every metric within {comparison.tolerance:g} "
                      f"({unequal} of {len(comparison.rows)} values not identical); the original ran on a GPU without "
-                     "deterministic: true (docs/runs.md: Exactness on each device)")
+                     f"deterministic: true ({page('runs', 'Exactness on each device')})")
     elif not differing:
         lines.append(f"identical: all {len(comparison.rows)} values are equal")
     else:

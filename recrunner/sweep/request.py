@@ -26,7 +26,7 @@ class SweepRequest:
 def grid_of(request: SweepRequest) -> tuple[Grid, dict]:
     """The grid with the request's models and datasets, and the overrides of the config files and
     --set (in that order); each source of parameters is checked on the way."""
-    from ..config.checks import canonical_model, check_request_early, key_lines
+    from ..config.checks import canonical_model, check_request_early, key_lines, plain_name
 
     sources, overrides = [], {}
     for path in request.config_files:
@@ -39,6 +39,9 @@ def grid_of(request: SweepRequest) -> tuple[Grid, dict]:
     grid = load_grid(request.grid_file) if request.grid_file else Grid(models=("SASRec",), datasets=("ml-100k",))
     models = tuple(canonical_model(m) for m in (request.models or grid.models))
     grid = replace(grid, models=models, datasets=tuple(request.datasets or grid.datasets))
+    for what, names in (("--model", models), ("--dataset", grid.datasets)):
+        for name in names:
+            plain_name(what, name)
     check_request_early(sources, models, output=request.output, resume_from=request.resume_from)
     return grid, overrides
 
@@ -61,7 +64,10 @@ def cells_of(request: SweepRequest, grid: Grid, overrides: dict, final_seeds: in
 
 
 def sweep_name(request: SweepRequest, grid: Grid) -> str:
-    return request.name or grid.name or "default"
+    """--name, else the grid's, else `default`: a plain name (it is a folder under --output)."""
+    from ..config.checks import plain_name
+
+    return plain_name("--name" if request.name else "the grid's name", request.name or grid.name or "default")
 
 
 def may_have_work(record_path: Path, cells, *, restart: bool = False, resume_from: Path | None = None) -> bool:
@@ -79,7 +85,7 @@ def describe_plan(name: str, planned, output_dir: Path) -> str:
     """--dry-run: each cell with its run id and status (new, ok, failed, ...), or why it is invalid."""
     from ..run.record import RunRecord
 
-    lines = [f"sweep {name}: {len(planned)} cells -> {output_dir / name}"]
+    lines = [f"sweep {name}: {len(planned)} cell{'' if len(planned) == 1 else 's'} -> {output_dir / name}"]
     for item in planned:
         if item.error:
             lines.append(f"  invalid  {item.cell.dataset}/{item.cell.model}: {item.error}")

@@ -59,8 +59,8 @@ class FastMethod:
                 except Exception as exc:
                     if not _is_compiler_error(exc):
                         raise
-                    logger.warning(f"fast mode: {self.name} runs eagerly, the compiler failed: "
-                                   f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
+                    logger.warning(f"fast mode: {self.name} runs eagerly, the compiler failed: {compiler_reason(exc)}")
+                    logger.info(f"the compiler's whole error:\n{exc}", extra={"file_only": True})  # run.log
                     self.compiled = None
                     result = self.method(*args, **kwargs)
             else:
@@ -154,6 +154,20 @@ def _device_of(args) -> str:
                 if isinstance(value, torch.Tensor):
                     return value.device.type
     return "cpu"
+
+
+def compiler_reason(exc: BaseException) -> str:
+    """The compiler's error in one line, with its cause: torch wraps it (`BackendCompilerFailed:
+    backend='inductor' raised:` and the reason on the next lines) (pure)."""
+    inner = getattr(exc, "inner_exception", None) or exc.__cause__
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = f"{type(exc).__name__}: {lines[0] if lines else ''}"
+    if inner is not None and inner is not exc:
+        inner_lines = [line.strip() for line in str(inner).splitlines() if line.strip()]
+        text += f" {type(inner).__name__}: {inner_lines[0] if inner_lines else ''}"
+    elif lines and lines[0].endswith(":") and len(lines) > 1:
+        text += f" {lines[1]}"
+    return text[:300]
 
 
 def _is_compiler_error(exc: BaseException) -> bool:

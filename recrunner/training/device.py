@@ -27,6 +27,7 @@ import torch
 
 from ..core.errors import ConfigError
 from ..core.files import size_text
+from ..core.docs import page
 
 logger = logging.getLogger("recrunner")
 
@@ -65,7 +66,7 @@ def nondeterministic_operation(exc: BaseException) -> str | None:
 def refusal(model: str, device, op: str, where: str) -> ConfigError:
     """The one-line error of a deterministic run whose model uses `op`, found before training."""
     return ConfigError(f"deterministic: {model} uses {op} in {where}, which has no deterministic kernel on {device}; "
-                       "run it without deterministic: true (docs/runs.md: Exactness on each device)")
+                       f"run it without deterministic: true ({page('runs', 'Exactness on each device')})")
 
 
 # ---------------------------------------------------------------------- what a run used
