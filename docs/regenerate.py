@@ -226,6 +226,13 @@ def data_errors(session: Session) -> str:
     return text.replace("--name x ", "--name my-ratings ")
 
 
+def gpu_check_cpu(session: Session) -> str:
+    """bench/gpu_check.py in the mode CI runs: a CPU, tiny sizes (its `tests` step is the suite's)."""
+    out = session.folder / "gpu-check"
+    return session.run("python bench/gpu_check.py --steps resume,main,fast,cells",
+                       ["bench/gpu_check.py", "--out", str(out), "--steps", "resume,main,fast,cells"], place=False)
+
+
 BLOCKS = {  # in the order they run: later ones may use what earlier ones made
     "quick-run": quick_run,
     "bad-input": bad_input,
@@ -241,11 +248,12 @@ BLOCKS = {  # in the order they run: later ones may use what earlier ones made
     "data-import": data_import,
     "data-describe": data_describe,
     "data-errors": data_errors,
+    "gpu-check-cpu": gpu_check_cpu,
 }
 
 
 def pages() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [ROOT / "README.md", ROOT / "BENCHMARKS.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def markers() -> dict[str, list[Path]]:

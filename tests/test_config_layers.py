@@ -3,6 +3,7 @@ folder; a user's ./configs or --config-dir adds to them; packaged files go by th
 first hour's slips: names that are paths, tiny datasets, --version, messages naming what a user has."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -91,8 +92,11 @@ def test_a_name_that_is_a_path_is_one_line_and_writes_nothing(flag, value, base_
 
 
 def test_the_library_refuses_a_sweep_name_that_is_a_path(workspace):
-    with pytest.raises(ConfigError, match="sweep '../out': use letters"):
-        prepare(Experiment("Pop", "ml-100k", sweep="../out"), workspace)
+    for sweep in ("../out", "a/../../out", "a/b"):
+        with pytest.raises(ConfigError, match=f"sweep '{re.escape(sweep)}': use letters"):
+            prepare(Experiment("Pop", "ml-100k", sweep=sweep), workspace)
+    for sweep in ("a/final", "a/select"):  # a search's final seeds and a race's seed runs live there
+        assert prepare(Experiment("Pop", "ml-100k", sweep=sweep), workspace).paths.run_dir.parts[-4] in ("final", "select")
 
 
 def test_a_dataset_too_small_to_split_is_one_line_and_exit_2_in_a_run(base_args, capsys, tmp_path):

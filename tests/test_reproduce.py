@@ -86,7 +86,7 @@ def test_each_recorded_difference_is_one_line():
 
 def test_fast_mode_is_named_in_the_comparison():
     fast = {"fast": {"precision": "bf16", "compile": True, "scaler": False, "reason": ""}}
-    assert explain({}, fast, {}, {}) == ["fast mode differs: exact then, bf16, compiled now (docs/fast.md)"]
+    assert explain({}, fast, {}, {}) == ["fast mode differs: exact then, bf16, compiled now (documentation: Fast mode)"]
     assert explain(fast, fast, {}, {}) == [
         "both ran in fast mode (bf16, compiled): its numbers repeat on one machine and torch version, not across them"]
 

@@ -171,6 +171,18 @@ def plain_name(what: str, name) -> str:
     return name
 
 
+def plain_sweep(sweep: str) -> str:
+    """A run's sweep: a plain name, or a search's or race's own folder under one (`<name>/final`,
+    `<name>/select`: recrunner.core.layout); else a ConfigError (`plain_name`)."""
+    from ..core.layout import FINAL, SELECT
+
+    name, _, inner = str(sweep).partition("/")
+    if inner and inner not in (FINAL, SELECT):
+        plain_name("sweep", sweep)
+    plain_name("sweep", name if inner else sweep)
+    return sweep
+
+
 def check_output_folder(output: Path) -> None:
     """The output folder must be a folder recrunner can write, or creatable as one."""
     output = Path(output)

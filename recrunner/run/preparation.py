@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from ..training.accumulation import accumulation_steps
 from ..training.callbacks import default_callbacks
-from ..config.checks import check_values, plain_name
+from ..config.checks import check_values, plain_name, plain_sweep
 from ..config.layers import layered_params
 from ..config.params import NOT_IDENTITY_KEYS, RECRUNNER_DEFAULTS, check_overrides, check_valid_metric, setting
 from ..data.files import check_additional_files, check_atomic_files, dataset_settings, resolve_data_path
@@ -81,8 +81,9 @@ def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
     prepare_environment()
     from recbole.config import Config
 
-    for what, name in (("model", experiment.model), ("dataset", experiment.dataset), ("sweep", experiment.sweep)):
+    for what, name in (("model", experiment.model), ("dataset", experiment.dataset)):
         plain_name(what, name)  # each names a folder: never a path out of the output or data folder
+    plain_sweep(experiment.sweep)
 
     model = resolve_model(experiment.model)
     check_requirements(model)

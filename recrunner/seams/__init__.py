@@ -11,6 +11,7 @@ calls, which live with the trainer (recrunner/training/: trainer.py, families.py
 | config        | Config reading sys.argv; ml-100k's data_path; the tree yamls | explicit inputs only                  |
 | models        | get_model's anomaly detection; KSR's dtype; torch_scatter    | speed; models that fail otherwise     |
 | tensorboard   | Trainer.__init__'s cwd-relative writer                       | one event file per run                |
+| device        | Config._init_device: CUDA_VISIBLE_DEVICES, then a CUDA query | the run's gpu_id holds, GPU 0 is free |
 | evaluator     | Evaluator.evaluate keeps only means                          | per-user values for significance      |
 | dataset       | create_dataset's class choice; Dataset.build per run; the    | the shared data cache, stored compact |
 |               | history lists data_augmentation fills                        |                                       |

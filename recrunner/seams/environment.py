@@ -105,7 +105,8 @@ def _dok_update(self, entries) -> None:
 
 
 def prepare_environment() -> None:
-    """What every process does before RecBole runs: check, restore, quiet (idempotent).
+    """What every process does before RecBole runs: check, restore, quiet, and make CUDA queries start
+    nothing (seams/device.py) (idempotent).
 
     Called by `prepare` (every run, in every worker), by the command line, and when
     recrunner.training.trainer is imported, for scripts that build RecBole's Config themselves.
