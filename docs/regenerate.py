@@ -48,7 +48,9 @@ class Session:
         return f"$ {shown}\n" + self.tidy(proc.stdout)
 
     def tidy(self, text: str) -> str:
-        return text.replace(f"{self.folder}/", "").replace(str(self.folder), ".").rstrip() + "\n"
+        """Paths as a reader's own: the temporary folder and the checkout left out."""
+        text = text.replace(f"{self.folder}/", "").replace(str(self.folder), ".").replace(f"{ROOT}/", "")
+        return text.rstrip() + "\n"
 
 
 def quick_run(session: Session) -> str:
