@@ -75,8 +75,8 @@ def one_run(fast: bool, model: str, dataset: str, epochs: int, max_batches: int 
     from recrunner.seams.config import recbole_argv_cleared
     from recrunner.seams.environment import quiet_known_warnings
     from recrunner.seams.loaders import vectorise_loaders
-    from recrunner.training import fast as fast_mode
-    from recrunner.training.trainer import CustomTrainer
+    from recrunner.training.fast import plan as fast_mode
+    from recrunner.training.loop.trainer import CustomTrainer
 
     if not limits:  # as if the model had been measured faster and nothing limited it
         fast_mode.LIMITS.pop(model, None)

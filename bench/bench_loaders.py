@@ -32,7 +32,7 @@ def _build(model: str, dataset: str, data_path: str | None):
     from recrunner.config.layers import layered_params
     from recrunner.seams.config import recbole_argv_cleared
     from recrunner.seams.environment import quiet_known_warnings
-    from recrunner.training.trainer import CustomTrainer
+    from recrunner.training.loop.trainer import CustomTrainer
 
     quiet_known_warnings()
     work = Path(tempfile.mkdtemp(prefix="bench-sampler-"))

@@ -1,4 +1,4 @@
-"""Step schedules (recrunner.training.steps): what a step checkpoint costs, what the step boundaries cost
+"""Step schedules (recrunner.training.loop.steps): what a step checkpoint costs, what the step boundaries cost
 when no key is set, and what a kill late in a long epoch loses with and without step checkpoints.
 
     python bench/bench_steps.py [--dataset ml-1m] [--data-path ../shared/datasets] [--parts cost unset kill]
@@ -44,7 +44,7 @@ import json, os, signal, sys, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[2])
 from recrunner import Callback, Experiment, Workspace, run_experiment
-from recrunner.training.checkpointing import Checkpointing
+from recrunner.training.checkpoints.checkpointer import Checkpointing
 from recrunner.training import steps
 
 spec = json.loads(sys.argv[1])

@@ -37,7 +37,7 @@ def one_run(kind: str, model: str, epochs: int, workdir: Path, batch_size: int |
 
     from recrunner.seams.config import recbole_argv_cleared
     from recrunner.seams.environment import quiet_known_warnings
-    from recrunner.training.trainer import CustomTrainer
+    from recrunner.training.loop.trainer import CustomTrainer
 
     quiet_known_warnings()
     params = {**PARAMS[model], "epochs": epochs, "stopping_step": 1000, "show_progress": False,

@@ -8,7 +8,7 @@ compiles only the models measured faster, `CPU_GAINS`; this matrix asks whether 
 
     compiled  the fast run finished with every accelerated method compiled
     eager     it finished, but the compiler failed on a method, which ran eagerly (the reason is shown)
-    exact     fast mode does nothing for it (fitted in one pass, or recrunner.training.fast.LIMITS)
+    exact     fast mode does nothing for it (fitted in one pass, or recrunner.training.fast.plan.LIMITS)
     fails     the fast run failed where the exact run did not: a model for LIMITS
     both fail neither run finished (as in bench/model_matrix.py)
 
@@ -104,7 +104,7 @@ def main(argv=None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     from recrunner import Workspace
-    from recrunner.training.models import available_models
+    from recrunner.run.models import available_models
     from tests.tiny_models import write_ml100k_with_kg_embeddings
 
     root = Path(tempfile.mkdtemp(prefix="fast-matrix-"))

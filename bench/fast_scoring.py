@@ -31,7 +31,7 @@ def trained(model: str, seed: int, bf16: bool, epochs: int):
     from fast_seeds import PARAMS
     from recrunner.config.layers import layered_params
     from recrunner.seams.config import recbole_argv_cleared
-    from recrunner.training.trainer import CustomTrainer
+    from recrunner.training.loop.trainer import CustomTrainer
 
     work = Path(tempfile.mkdtemp(prefix="fast-scoring-"))
     os.chdir(work)

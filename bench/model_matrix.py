@@ -42,8 +42,8 @@ def describe(model: str) -> tuple[str, str, str]:
     """(category, RecBole's trainer, recrunner's trainer) for `model`."""
     from recbole.utils import get_trainer
 
-    from recrunner.training.models import exlib_models, trainer_class_for
-    from recrunner.training.trainer import CustomTrainer
+    from recrunner.run.models import exlib_models, trainer_class_for
+    from recrunner.training.loop.trainer import CustomTrainer
 
     if model in exlib_models():
         return "exlib (trees)", f"{model}Trainer", f"TreeTrainer + {model}Trainer"
@@ -94,7 +94,7 @@ def main(argv=None) -> int:
 
     os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"  # plain RecBole's own torch.load calls
     from recrunner import Workspace
-    from recrunner.training.models import available_models
+    from recrunner.run.models import available_models
     from tests.tiny_models import write_ml100k_with_kg_embeddings
 
     root = Path(tempfile.mkdtemp(prefix="model-matrix-"))

@@ -26,7 +26,7 @@ _PUBLIC = {
     "RecrunnerError": "core.errors", "RunInterrupted": "core.errors",
     "Experiment": "run.experiment", "RunResult": "run.result", "Workspace": "run.experiment",
     "prepare": "run.experiment", "run_experiment": "run.experiment",
-    "CustomTrainer": "training.trainer",
+    "CustomTrainer": "training.loop.trainer",
     "Callback": "training.callbacks", "TrainerControl": "training.callbacks",
 }
 __all__ = sorted(_PUBLIC)

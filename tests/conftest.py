@@ -61,7 +61,7 @@ def read_hparams(run_dir: Path) -> dict:
 
     from recrunner.run.hparams_columns import columns_file
     from recrunner.core.layout import HPARAMS_ROW as HPARAMS_FILE
-    from recrunner.training.tensorboard import read_session
+    from recrunner.training.logging.tensorboard import read_session
 
     hparams, status = read_session(run_dir / HPARAMS_FILE)
     columns, metric_tags = [], []

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import os
 
-from recrunner.training.families import pretraining_stages
+from recrunner.training.families.layers import pretraining_stages
 
 
 def run_plain_recbole(config) -> dict:

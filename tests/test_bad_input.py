@@ -190,7 +190,7 @@ def test_a_restart_replaces_the_run_once_training_has_begun(workspace, finished)
 def test_a_full_disk_during_a_run_fails_it_with_one_line_and_the_same_command_resumes(workspace, monkeypatch):
     import errno
 
-    from recrunner.training import checkpoint
+    from recrunner.training.checkpoints import files as checkpoint
 
     real, calls = checkpoint.save_atomic, []
 

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from recrunner.training.accumulation import GradientAccumulator
+from recrunner.training.loop.optimizer import OptimizerStep
 from recrunner.training.callbacks import (
     Callback,
     CallbackHandler,
@@ -182,7 +182,7 @@ def test_accumulating_four_quarter_batches_equals_one_full_batch(clip):
         full.step()
 
     acc_model, _, _ = _toy_problem()
-    acc = GradientAccumulator(torch.optim.SGD(acc_model.parameters(), lr=0.1), steps=4, clip_grad_norm=clip)
+    acc = OptimizerStep(torch.optim.SGD(acc_model.parameters(), lr=0.1), accumulation=4, clip=clip)
     for _ in range(3):
         for part in range(4):  # RecBole's per-batch sequence: zero_grad, backward, step
             acc.zero_grad()
@@ -196,7 +196,7 @@ def test_accumulating_four_quarter_batches_equals_one_full_batch(clip):
 
 def test_accumulator_flush_steps_on_a_short_last_group():
     model, x, y = _toy_problem()
-    acc = GradientAccumulator(torch.optim.SGD(model.parameters(), lr=0.1), steps=4)
+    acc = OptimizerStep(torch.optim.SGD(model.parameters(), lr=0.1), accumulation=4)
     for part in range(3):
         acc.zero_grad()
         torch.nn.functional.mse_loss(model(x[part:part + 1]), y[part:part + 1]).backward()

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from recrunner.training import checkpoint, rng
+from recrunner.training.checkpoints import files as checkpoint, rng
 from recrunner.core.errors import CheckpointError
 
 

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from recrunner import Experiment, Workspace, run_experiment
-from recrunner.training import checkpoint, device, rng
+from recrunner.training.checkpoints import files as checkpoint, rng
+from recrunner.training.loop import device
 
 from .conftest import TINY_BPR, TINY_SASREC, run_cli, trainer_and_data
 

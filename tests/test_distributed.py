@@ -13,7 +13,7 @@ import pytest
 from recrunner import Callback, Experiment, Workspace
 from recrunner.core.errors import ConfigError
 from recrunner.run.record import Status
-from recrunner.training.iteration import part_bounds, rank_part
+from recrunner.training.distributed.iteration import part_bounds, rank_part
 
 from .conftest import REPO, TINY_BPR, TINY_SASREC
 
@@ -79,7 +79,7 @@ def _single_process_evaluation(run_dir, experiment, workspace):
     valid and test metrics."""
     from recrunner.run.experiment import _build_trainer, _load_data, prepare
     from recrunner.seams.evaluator import capture_per_user
-    from recrunner.training.tensorboard import NullWriter
+    from recrunner.training.logging.tensorboard import NullWriter
 
     prepared = prepare(experiment, workspace)
     _, valid_data, test_data = loaders = _load_data(prepared.config, workspace)
@@ -151,7 +151,7 @@ def _evaluate_in_group(index, experiment, workspace, run_dir, folder):
     import torch.distributed
 
     from recrunner.sweep.distributed import _loopback_only
-    from recrunner.training.distributed import init_group
+    from recrunner.training.distributed.world import init_group
 
     os.environ.update(RANK=str(index), WORLD_SIZE="2", LOCAL_RANK=str(index))
     _loopback_only()  # as recrunner's own launcher does
@@ -167,7 +167,7 @@ def _evaluate(experiment, workspace, run_dir) -> dict:
     from recbole.utils import init_seed
 
     from recrunner.run.experiment import _build_trainer, _load_data, prepare
-    from recrunner.training.tensorboard import NullWriter
+    from recrunner.training.logging.tensorboard import NullWriter
 
     prepared = prepare(experiment, workspace)
     train_data, _, test_data = _load_data(prepared.config, workspace)
@@ -266,7 +266,7 @@ def _command(output):
 
 def _within_an_epoch(output) -> bool:
     """Whether the run's newest last.pth was saved within an epoch (a step checkpoint)."""
-    from recrunner.training.checkpoint import load
+    from recrunner.training.checkpoints.files import load
 
     found = list(output.glob("default/ml-100k/BPR/*/checkpoints/last.pth"))
     try:

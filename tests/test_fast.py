@@ -1,4 +1,4 @@
-"""Fast mode (recrunner.training.fast, .accelerate): the plan, the wrapped methods, the scaler, a
+"""Fast mode (recrunner.training.fast.plan, .accelerate): the plan, the wrapped methods, the scaler, a
 compiled run that is killed and resumes to the uninterrupted run's numbers."""
 
 import json
@@ -8,10 +8,11 @@ import pytest
 import torch
 
 from recrunner import ConfigError, Experiment, Workspace, run_experiment
-from recrunner.training import fast
-from recrunner.training.accelerate import FastMethod, ScaledOptimizer, accelerate, scaled_loss
+from recrunner.training.fast import plan as fast
+from recrunner.training.fast.apply import FastMethod, accelerate, scaled_loss
+from recrunner.training.loop.optimizer import OptimizerStep
 from recrunner.training.callbacks.history import read_history
-from recrunner.training.fast import FastPlan, choose, cpu_has_native_bf16, plan_text, same_plan_key
+from recrunner.training.fast.plan import FastPlan, choose, cpu_has_native_bf16, plan_text, same_plan_key
 
 from .conftest import TINY_BPR, TINY_SASREC
 from .test_resume import _killed_run
@@ -194,7 +195,7 @@ def test_the_gradient_scaler_scales_gradients_not_the_reported_loss():
     scaled.load_state_dict(plain.state_dict())
     x = torch.randn(8, 4)
     scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
-    optimizer = ScaledOptimizer(torch.optim.SGD(scaled.parameters(), lr=0.1), scaler, {"max_norm": 0.5})
+    optimizer = OptimizerStep(torch.optim.SGD(scaled.parameters(), lr=0.1), scaler=scaler, clip={"max_norm": 0.5})
     reference = torch.optim.SGD(plain.parameters(), lr=0.1)
     loss_of = scaled_loss(scaled.calculate_loss, scaler)
     for _ in range(3):

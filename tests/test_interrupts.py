@@ -50,7 +50,7 @@ def test_deferred_without_a_stop_changes_nothing():
 def test_a_stop_while_a_checkpoint_is_written_leaves_it_whole_and_is_still_a_stop(tmp_path, monkeypatch):
     import torch
 
-    from recrunner.training import checkpoint
+    from recrunner.training.checkpoints import files as checkpoint
 
     real_save = torch.save
 

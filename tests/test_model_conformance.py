@@ -11,9 +11,9 @@ import importlib
 import pytest
 
 from recrunner import Experiment, Workspace, run_experiment
-from recrunner.training.checkpoint import load as load_checkpoint
+from recrunner.training.checkpoints.files import load as load_checkpoint
 from recrunner.core.errors import EnvironmentProblem
-from recrunner.training.models import available_models
+from recrunner.run.models import available_models
 
 from .conftest import REPO
 from .tiny_models import model_keys, tiny_params, write_ml100k_with_kg_embeddings

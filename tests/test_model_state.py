@@ -1,4 +1,4 @@
-"""Model state beyond state_dict (recrunner.training.model_state) and the torch_scatter fallback."""
+"""Model state beyond state_dict (recrunner.training.checkpoints.model_state) and the torch_scatter fallback."""
 
 import io
 
@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from recrunner.training import model_state
+from recrunner.training.checkpoints import model_state
 from recrunner.seams.torch_scatter import scatter_mean, scatter_softmax
 
 

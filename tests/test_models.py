@@ -2,18 +2,9 @@ import pytest
 
 from recrunner.core.errors import ConfigError
 from recrunner.core.errors import EnvironmentProblem
-from recrunner.training.families import NCLLayer, PretrainLayer, pretraining_stages
-from recrunner.training.models import (
-    REQUIREMENTS,
-    Requirement,
-    available_models,
-    check_requirements,
-    exlib_models,
-    failure_hint,
-    resolve_model,
-    trainer_class_for,
-)
-from recrunner.training.trainer import CustomTrainer
+from recrunner.training.families.layers import NCLLayer, PretrainLayer, pretraining_stages
+from recrunner.run.models import REQUIREMENTS, Requirement, available_models, check_requirements, exlib_models, failure_hint, resolve_model, trainer_class_for
+from recrunner.training.loop.trainer import CustomTrainer
 
 
 def test_model_names_resolve_case_insensitively():
@@ -45,7 +36,7 @@ def test_model_trainers_that_change_the_epoch_are_layered_under_the_custom_loop(
 
 
 def test_every_recbole_trainer_has_a_trainer_under_the_custom_loop():
-    """No model is refused: each RecBole trainer is layered (recrunner.training.families)."""
+    """No model is refused: each RecBole trainer is layered (recrunner.training.families.layers)."""
     from recbole.utils import get_model
 
     for name in available_models():

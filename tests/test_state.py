@@ -5,7 +5,7 @@ import io
 
 import torch
 
-from recrunner.training.state import TrainingState, state_attribute
+from recrunner.training.checkpoints.state import TrainingState, state_attribute
 
 
 def test_every_field_round_trips_through_a_weights_only_checkpoint():
@@ -39,7 +39,7 @@ def test_trainer_attributes_are_fields_of_its_state():
 
 
 def test_the_trainer_exposes_every_state_field_under_its_name():
-    from recrunner.training.trainer import CustomTrainer
+    from recrunner.training.loop.trainer import CustomTrainer
 
     for name in (f.name for f in dataclasses.fields(TrainingState)):
         assert isinstance(getattr(CustomTrainer, name), property), name

@@ -1,4 +1,4 @@
-"""Step schedules (recrunner.training.steps): validate, checkpoint and log within epochs, and a run
+"""Step schedules (recrunner.training.loop.steps): validate, checkpoint and log within epochs, and a run
 stopped at any batch resumes at its last step checkpoint exactly."""
 
 import json
@@ -18,7 +18,7 @@ from recrunner.run.convergence import under_trained
 from recrunner.training.callbacks.history import read_history
 from recrunner.training.callbacks.progress import progress_line
 from recrunner.training.callbacks.pruning import _trained
-from recrunner.training.steps import StepSchedule, steps_in
+from recrunner.training.loop.steps import StepSchedule, steps_in
 
 from .conftest import REPO, TINY_BPR, TINY_SASREC, read_scalars
 

@@ -1,8 +1,8 @@
-"""Scalar tags (recrunner.training.tags): one definition for TensorBoard, the trackers and the HParams columns."""
+"""Scalar tags (recrunner.training.logging.tags): one definition for TensorBoard, the trackers and the HParams columns."""
 
 import math
 
-from recrunner.training import tags
+from recrunner.training.logging import tags
 
 
 def test_a_tuple_loss_is_reported_whole_and_by_part():

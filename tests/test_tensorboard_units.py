@@ -16,7 +16,7 @@ from recrunner.run.hparams_columns import (
 )
 from recrunner.core.layout import HPARAMS_ROW as HPARAMS_FILE
 from recrunner.core.layout import OutputPaths
-from recrunner.training.tensorboard import hparams_summaries, write_event_file
+from recrunner.training.logging.tensorboard import hparams_summaries, write_event_file
 
 WRITER = """
 import sys
@@ -71,7 +71,7 @@ def test_the_last_writer_sees_every_finished_run(tmp_path):
 
 
 def test_a_finished_run_reads_only_its_own_files_and_the_columns_stay_whole(tmp_path, monkeypatch):
-    import recrunner.training.tensorboard as tensorboard
+    import recrunner.training.logging.tensorboard as tensorboard
 
     for k in range(5):
         _run(tmp_path, f"r{k}", {"model": "BPR", "embedding_size": 8 * (k + 1)}, "recall@10")

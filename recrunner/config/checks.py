@@ -24,12 +24,12 @@ import yaml
 from .params import RECBOLE_DERIVED_KEYS, RECRUNNER_DEFAULTS, RECRUNNER_KEYS, coerce_value, unknown_metric
 from ..core.errors import ConfigError
 
-FAST_PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # fast mode's autocast dtypes (recrunner.training.fast)
+FAST_PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # fast mode's autocast dtypes (recrunner.training.fast.plan)
 LEARNERS = ("adam", "adamw", "sgd", "adagrad", "rmsprop", "sparse_adam")  # recbole.trainer.Trainer._build_optimizer
 _AT_LEAST_ONE = {"epochs", "train_batch_size", "eval_batch_size", "checkpoint_every", "gradient_accumulation_steps",
                  "eval_every_steps", "checkpoint_every_steps", "log_every_steps",
                  "n_heads", "num_heads", "MAX_ITEM_LIST_LENGTH", "save_total_limit", "topk"}
-_WHOLE_STEPS = {"eval_every_steps", "checkpoint_every_steps", "log_every_steps"}  # recrunner.training.steps
+_WHOLE_STEPS = {"eval_every_steps", "checkpoint_every_steps", "log_every_steps"}  # recrunner.training.loop.steps
 _WHOLE = {"nproc": "nproc counts processes"} | {key: f"{key} counts optimizer steps" for key in _WHOLE_STEPS}
 _NOT_NEGATIVE = {"stopping_step", "eval_step", "n_layers", "num_layers", "weight_decay", "lr_warmup",
                  "early_stop_min_delta", "clip_grad_norm.max_norm"}

@@ -1,5 +1,5 @@
 """The run's side of data-parallel training (docs/distributed.md): what rank 0 tells the others,
-and what every process sets up for itself. The trainer's side is recrunner.training.distributed;
+and what every process sets up for itself. The trainer's side is recrunner.training.distributed.world;
 starting the processes is recrunner.sweep.distributed's."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ def tell(world, decision) -> None:
 def reseed_process(config) -> None:
     """After the model is built (the same on every process, from `seed`): each process its own random
     stream, `seed + rank`, for dropout and negative sampling (as RecBole seeds its processes)."""
-    from ..training.distributed import current
+    from ..training.distributed.world import current
 
     world = current()
     if world is not None:
@@ -34,7 +34,7 @@ def follower_config(config) -> None:
 
 def data_parallel_refusal(prepared) -> str | None:
     """Why this run cannot be trained in several processes (pure over its trainer class), or None."""
-    from ..training.steps import own_epoch_loop
+    from ..training.loop.steps import own_epoch_loop
 
     config, trainer_class = prepared.config, prepared.trainer_class
     model = config["model"]

@@ -20,19 +20,20 @@ from typing import Sequence
 
 from .. import __version__
 from . import per_user, protocol
-from ..training.checkpoint import load as load_checkpoint
-from ..training.checkpoint import to_plain
+from ..training.checkpoints.files import load as load_checkpoint
+from ..training.checkpoints.files import to_plain
 from ..config.params import setting
 from ..data.cache import load_data
 from ..core.errors import ConfigError, RecrunnerError, RunInterrupted, failure_reason, one_line
 from ..core.interrupts import deferred
 from ..core.layout import OutputPaths
-from ..training.models import failure_hint
+from .models import failure_hint
 from .preparation import Experiment, PreparedRun, Workspace, prepare
 from .provenance import provenance
 from .record import RunRecord, Status
 from .result import RunResult
-from ..training import device, distributed
+from ..training.loop import device
+from ..training.distributed import world as distributed
 from .distributed import check_processes, follower_config, reseed_process, tell
 from .resume import ResumePoint, StartOver, bring_best_checkpoint, check_request, resume_point
 from ..core.files import write_config
@@ -40,8 +41,8 @@ from .runlog import run_logging
 from ..seams.models import model_class as recbole_model_class
 from ..seams.models import repair_model
 from .hparams_columns import write_experiment
-from ..training.fast import share_compile_cache
-from ..training.tensorboard import NullWriter, RunWriter
+from ..training.fast.plan import share_compile_cache
+from ..training.logging.tensorboard import NullWriter, RunWriter
 
 __all__ = ["Experiment", "PreparedRun", "RunResult", "Workspace", "prepare", "run_experiment"]
 

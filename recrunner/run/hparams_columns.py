@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from ..training import tensorboard
+from ..training.logging import tensorboard
 from ..core.files import file_lock, write_text_atomic
 from ..core.layout import HPARAMS_ROW, OutputPaths
-from ..training.tensorboard import hparam_value, plugin_summary, write_event_file
+from ..training.logging.tensorboard import hparam_value, plugin_summary, write_event_file
 
 INDEX_FILE = "index.json"
 ROWS_DIR = "rows"
@@ -249,7 +249,7 @@ class _Columns:
 
 def _row(session_file: Path) -> dict:
     """A run's row: the hparams of its session file, the metric columns of its metrics.json."""
-    from ..training import tags
+    from ..training.logging import tags
     from .record import RunRecord
 
     recorded = RunRecord.read(session_file.parent) or RunRecord()

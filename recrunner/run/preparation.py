@@ -12,23 +12,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..training.accumulation import accumulation_steps
+from ..training.loop.optimizer import accumulation_steps
 from ..training.callbacks import default_callbacks
 from ..config.checks import check_values, plain_name, plain_sweep
 from ..config.layers import layered_params
 from ..config.params import NOT_IDENTITY_KEYS, RECRUNNER_DEFAULTS, check_overrides, check_valid_metric, setting
 from ..data.files import check_additional_files, check_atomic_files, dataset_settings, resolve_data_path
 from ..core.errors import ConfigError
-from ..training.families import pretraining_stages
-from ..training.models import check_requirements, context_aware, resolve_model, trainer_class_for
+from ..training.families.layers import pretraining_stages
+from .models import check_requirements, context_aware, resolve_model, trainer_class_for
 from ..core.layout import OutputPaths, RunPaths
 from ..config.run_id import fingerprint, make_run_id
 from ..seams.config import honour_data_path, recbole_argv_cleared, recbole_model_defaults
 from ..seams.device import run_gpu_id
 from ..seams.environment import prepare_environment
-from ..training.device import deterministic_environment
-from ..training.tensorboard import default_hparams
-from ..training.trainer import CustomTrainer
+from ..training.loop.device import deterministic_environment
+from ..training.logging.tensorboard import default_hparams
+from ..training.loop.trainer import CustomTrainer
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
                    "data_path": str(data_path), "checkpoint_dir": str(paths.checkpoints)}
     config = _recbole_config(Config, model, experiment.dataset, config_dict)
     if setting(config, "deterministic"):
-        deterministic_environment()  # before CUDA starts in this process (recrunner.training.device)
+        deterministic_environment()  # before CUDA starts in this process (recrunner.training.loop.device)
     check_valid_metric(config)
     check_additional_files(config)
     check_atomic_files(config)

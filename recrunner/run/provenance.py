@@ -79,7 +79,7 @@ def threads() -> int | None:
 
 @functools.lru_cache(maxsize=1)
 def machine() -> dict:
-    from ..training.device import cpu_model
+    from ..training.loop.device import cpu_model
 
     return {"cpu": cpu_model(), "cpus": os.cpu_count(), "gpus": _gpus(), "platform": platform.platform()}
 

@@ -64,7 +64,7 @@ class RunRecord:
     finished: str | None = None
     versions: dict = field(default_factory=dict)
     provenance: dict = field(default_factory=dict)   # command, git, versions, data files, machine (provenance.py)
-    device: dict = field(default_factory=dict)       # where it trained: device, name, peak_memory_mb (training/device.py)
+    device: dict = field(default_factory=dict)       # where it trained: device, name, peak_memory_mb (training/loop/device.py)
     best_epoch: int | None = None
     best_step: int | None = None                     # its optimizer step (only where the run validates by steps)
     best_valid_score: float | None = None
@@ -95,7 +95,7 @@ class RunRecord:
         self.status, self.error, self.finished = status, error, when
         if trainer is not None:
             self.best_epoch = trainer.best_epoch
-            if trainer.steps.eval_every:  # recrunner.training.steps
+            if trainer.steps.eval_every:  # recrunner.training.loop.steps
                 self.best_step = trainer.state.best_step
             self.best_valid_score = trainer.best_valid_score if trainer.best_epoch is not None else None
             self.best_valid = {k: float(v) for k, v in (trainer.best_valid_result or {}).items()}

@@ -15,8 +15,8 @@ import shutil
 from pathlib import Path
 from typing import NamedTuple
 
-from ..training.checkpoint import load as load_checkpoint
-from ..training.checkpoint import load_training_state
+from ..training.checkpoints.files import load as load_checkpoint
+from ..training.checkpoints.files import load_training_state
 from ..core.errors import CheckpointError, ConfigError
 from ..core.layout import CheckpointPaths, RunPaths
 

@@ -12,7 +12,7 @@
 |                                                            | no CUDA context on any GPU                   |
 
 A run on `gpu_id: 1` thus sees one GPU, its own, as `cuda:0`: nothing is allocated on GPU 0 (no
-context, no RNG state: recrunner.training.rng captures CUDA states only where CUDA started).
+context, no RNG state: recrunner.training.checkpoints.rng captures CUDA states only where CUDA started).
 `gpu_id` is where a run runs, not what it is: it is not part of the run's id, so a run resumes
 on another GPU. `--gpus 0,1` gives each sweep cell its own (a fresh process per cell).
 """

@@ -109,7 +109,7 @@ def prepare_environment() -> None:
     nothing (seams/device.py) (idempotent).
 
     Called by `prepare` (every run, in every worker), by the command line, and when
-    recrunner.training.trainer is imported, for scripts that build RecBole's Config themselves.
+    recrunner.training.loop.trainer is imported, for scripts that build RecBole's Config themselves.
     """
     from .device import cuda_queries_by_nvml
 

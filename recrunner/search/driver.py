@@ -31,7 +31,7 @@ from ..run.record import RunRecord, Status
 from ..run.result import RunResult
 from ..training.callbacks.pruning import TrialRef, make_pruner, make_sampler, storage_of
 from ..sweep.grid import example_value
-from ..sweep.space import SearchSpec  # noqa: F401 (re-exported)
+from ..sweep.space import SearchSpec
 
 logger = logging.getLogger("recrunner")
 

@@ -84,7 +84,7 @@ def _join(context) -> None:
 def rank_main(index: int, task, folder: str, nproc: int, launcher_alive):
     """Process `index` of the run (spawned by `launch`): join the group, train with the others."""
     from ..run.experiment import run_experiment
-    from ..training.distributed import init_group
+    from ..training.distributed.world import init_group
 
     _die_with_launcher(launcher_alive)
     signal.signal(signal.SIGTERM, raise_interrupt)  # held to the next step boundary, as in one process
@@ -213,7 +213,7 @@ def torchrun_world():
     """This process's World when torchrun started it (WORLD_SIZE > 1 in the environment), group joined."""
     if int(os.environ.get("WORLD_SIZE", "1")) < 2 or "RANK" not in os.environ:
         return None
-    from ..training.distributed import current, init_group
+    from ..training.distributed.world import current, init_group
     import torch
 
     world = current()

@@ -27,7 +27,7 @@ class LoopView:
 
     @property
     def state(self):
-        """The TrainingState dataclass that last.pth saves whole (recrunner.training.state)."""
+        """The TrainingState dataclass that last.pth saves whole (recrunner.training.checkpoints.state)."""
         return self._trainer.state
 
     epoch = _from_state("epoch", "The epoch training now, or the newest trained (None before the first).")
@@ -35,7 +35,7 @@ class LoopView:
     best_valid_score = _from_state("best_valid_score", "valid_metric at best_epoch.")
     best_valid_result = _from_state("best_valid_result", "Every validation metric at best_epoch.")
     initial_valid_result = _from_state("initial_valid_result", "Epoch -1: the untrained model's metrics.")
-    global_step = _from_state("global_step", "Optimizer steps taken so far (recrunner.training.steps).")
+    global_step = _from_state("global_step", "Optimizer steps taken so far (recrunner.training.loop.steps).")
     best_step = _from_state("best_step", "global_step at the validation best.pth holds.")
 
     config = _from_trainer("config", "RecBole's resolved Config of the run (read it, never change it).")

@@ -4,7 +4,7 @@
     trackers: [wandb]         # pip install 'recrunner[wandb]'; project from wandb_project
 
 Every logger is a `MetricLogger`: one callback turns the loop's events into the scalars of
-recrunner.training.tags (Train/Loss and Train/LR per epoch, Valid/ per validation, step -1 for the
+recrunner.training.logging.tags (Train/Loss and Train/LR per epoch, Valid/ per validation, step -1 for the
 untrained model, Best_Valid/ at the end of fit, Test/ after testing), so every destination gets
 the same tags at the same steps. A logger implements `start`, `log` and `finish`. The package of
 an optional tracker is imported only when it is enabled; a missing package is a one-line error at
@@ -18,7 +18,7 @@ import importlib
 import re
 
 from ...core.errors import ConfigError
-from .. import tags
+from ..logging import tags
 from .base import Callback
 
 TRACKERS = ("wandb", "mlflow")
@@ -109,7 +109,7 @@ class MetricLogger(Callback):
 
 
 class TensorBoardLogger(MetricLogger):
-    """The run's own event file (loop.writer, a recrunner.training.tensorboard.RunWriter) and its
+    """The run's own event file (loop.writer, a recrunner.training.logging.tensorboard.RunWriter) and its
     hparams row, written at the end of fit; the run's status is added when the run ends."""
 
     def __init__(self):

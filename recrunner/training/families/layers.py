@@ -15,7 +15,7 @@ them, layered so that `CustomTrainer.fit` is the loop and the model trainer keep
 |                                      | to a validation-free pretrain    | a pre-training stage is the same loop  |
 |                                      | loop                             | without validation; stages are chained |
 |                                      |                                  | by recrunner.stages                    |
-| DecisionTreeTrainer (XGBoost,        | not a torch trainer at all       | recrunner.training.trees.TreeTrainer            |
+| DecisionTreeTrainer (XGBoost,        | not a torch trainer at all       | recrunner.training.families.trees.TreeTrainer            |
 | LightGBM)                            |                                  |                                        |
 
 A layer overrides only the trainer's role-named hooks (`epoch_start`, `is_validating`...), never
@@ -95,7 +95,7 @@ def trainer_class(model_name: str, model_type, custom_trainer: type) -> type:
         one_pass = base.__name__ == "TraditionalTrainer"  # epochs = 1 whatever the config: nothing to converge
         return type(f"Custom{base.__name__}", (custom_trainer, base), {"single_pass": one_pass} if one_pass else {})
     raise ValueError(f"{model_name} trains with RecBole's {base.__name__}, which replaces the training loop "
-                     "itself and has no layer in recrunner.training.families")
+                     "itself and has no layer in recrunner.training.families.layers")
 
 
 # pre-training stages, in order; the run itself is the last stage, `finetune`

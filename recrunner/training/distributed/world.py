@@ -6,7 +6,7 @@ are one run. Every process builds the same model from the same seed; then
 - training: each global batch of `train_batch_size` (drawn by every process from the same loader
   order) is split in N contiguous parts, one per process, built only there (negative sampling
   included); the gradients are averaged over the processes before every optimizer step
-  (`GradientAccumulator`'s `reduce`), then clipped once, so every process takes the same step;
+  (`OptimizerStep`'s `average`), then clipped once, so every process takes the same step;
 - evaluation: the evaluation batches are split in N contiguous blocks, one per process; what each
   block collected (RecBole's DataStruct: top-k hits, ranks, scores, labels) is gathered in block
   order, so every process computes the metrics on exactly the data a single process would have:
@@ -31,7 +31,7 @@ from dataclasses import dataclass, fields
 
 import torch
 
-from ..core.errors import RecrunnerError
+from ...core.errors import RecrunnerError
 from .iteration import part_bounds, skip_batches
 
 # what the collector gathers per evaluation batch (recbole.evaluator.collector.Collector)
@@ -161,7 +161,7 @@ def evaluation_split(trainer, eval_data, world: World):
     each evaluation batch from numpy's global RNG) is built whole on every process, from rank 0's
     RNG state, so each block scores the candidates one process would have drawn for it; rank 0
     keeps the state those draws leave, as one process would, the others their own."""
-    from . import rng
+    from ..checkpoints import rng
 
     collector = trainer.eval_collector
     original_class, original_struct = eval_data.__class__, collector.get_data_struct

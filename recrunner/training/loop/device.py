@@ -25,9 +25,9 @@ from pathlib import Path
 
 import torch
 
-from ..core.errors import ConfigError
-from ..core.files import size_text
-from ..core.docs import page
+from ...core.errors import ConfigError
+from ...core.files import size_text
+from ...core.docs import page
 
 logger = logging.getLogger("recrunner")
 
@@ -198,7 +198,7 @@ def check_deterministic_kernels(trainer, train_data, valid_data) -> None:
     """With `deterministic: true`, before anything trains: one training batch (loss and backward) and one
     evaluation batch's scores on the run's device, every RNG, buffer and gradient left as it was. An
     operation with no deterministic kernel is one line naming it (`refusal`), not a traceback mid-epoch."""
-    from . import rng
+    from ..checkpoints import rng
 
     model = trainer.model
     if not torch.are_deterministic_algorithms_enabled() or not hasattr(model, "calculate_loss"):

@@ -27,11 +27,11 @@ import math
 from dataclasses import dataclass
 from time import time
 
-from ..config.params import setting
-from ..core.interrupts import HeldStops
-from . import rng
-from .iteration import rank_batches, skip_batches
-from .state import state_attribute
+from ...config.params import setting
+from ...core.interrupts import HeldStops
+from ..checkpoints import rng
+from ..distributed.iteration import rank_batches, skip_batches
+from ..checkpoints.state import state_attribute
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ class Batches:
 class StepLoop:
     """Mixed into CustomTrainer: the step counter, and what happens at each step boundary."""
 
-    # the step fields of the training state (recrunner.training.state)
+    # the step fields of the training state (recrunner.training.checkpoints.state)
     global_step = state_attribute("global_step")
     best_step = state_attribute("best_step")
     validated_step = state_attribute("validated_step")
@@ -274,11 +274,3 @@ class StepLoop:
         self.start_batch = int(self.state.batch_in_epoch or 0)
         self._resume_rngs = (state.get("epoch_rng"), state["rng"]) if self.start_batch else None
         self.state.batch_in_epoch = 0
-
-
-def resumed_at(done_epoch: int, start_epoch: int, state) -> str:
-    """Where a resume continues, for its log line (pure)."""
-    if state.batch_in_epoch:
-        return (f"continuing within epoch {start_epoch} at batch {state.batch_in_epoch} "
-                f"(step {state.global_step})")
-    return f"epoch {done_epoch} done, continuing at epoch {start_epoch}"

@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..core.errors import CheckpointError
-from ..core.interrupts import deferred
-from ..core.files import atomic_file
+from ...core.errors import CheckpointError
+from ...core.interrupts import deferred
+from ...core.files import atomic_file
 
 FORMAT_VERSION = 1
 

@@ -1,6 +1,6 @@
 """Which batches a process iterates: skipping batches without building them (a resume within an
-epoch, recrunner.training.steps) and a data-parallel process's part of each batch
-(recrunner.training.distributed)."""
+epoch, recrunner.training.loop.steps) and a data-parallel process's part of each batch
+(recrunner.training.distributed.world)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ class TrainerOutput:
 
     def _log_start(self, validating=True):
         config = self.config
-        parameters = getattr(self.model, "parameters", None)  # a booster (recrunner.training.trees) has none
+        parameters = getattr(self.model, "parameters", None)  # a booster (recrunner.training.families.trees) has none
         n_params = sum(p.numel() for p in parameters() if p.requires_grad) if parameters else 0
         where = (f"resuming at epoch {self.start_epoch}" if self.start_epoch else "starting at epoch 0")
         where = "already finished, nothing to train" if self.start_epoch >= self.epochs else where

@@ -20,25 +20,26 @@ import torch
 from recbole.trainer import Trainer
 from recbole.utils import dict2str, set_color
 
-from ..core.layout import CheckpointPaths
-from . import device, rng
-from .accelerate import go_fast
-from .accumulation import GradientAccumulator, accumulation_steps
-from .callbacks import CallbackHandler, TrainerControl, default_callbacks, with_defaults
-from .callbacks.early_stopping import Best, track
-from .callbacks.base import total_loss
-from .callbacks.loop import LoopView
-from ..core.errors import TrainingFailed, one_line
-from .checkpointing import Checkpointing
-from .data_parallel import DataParallel
-from .eval_split import CollectInParts, score_in_parts
+from ...core.layout import CheckpointPaths
+from . import device
+from ..checkpoints import rng
+from ..fast.apply import go_fast
+from .optimizer import OptimizerStep, accumulation_steps
+from ..callbacks import CallbackHandler, TrainerControl, default_callbacks, with_defaults
+from ..callbacks.early_stopping import Best, track
+from ..callbacks.base import total_loss
+from ..callbacks.loop import LoopView
+from ...core.errors import TrainingFailed, one_line
+from ..checkpoints.checkpointer import Checkpointing
+from ..distributed.processes import DataParallel
+from .evaluation import CollectInParts, score_in_parts
 from .output import TrainerOutput
-from .state import TrainingState, state_attribute
+from ..checkpoints.state import TrainingState, state_attribute
 from .steps import StepLoop
-from ..seams.environment import prepare_environment
-from ..seams.evaluator import capture_per_user
-from ..seams.tensorboard import recbole_loggers
-from .tensorboard import RunWriter, default_hparams
+from ...seams.environment import prepare_environment
+from ...seams.evaluator import capture_per_user
+from ...seams.tensorboard import recbole_loggers
+from ..logging.tensorboard import RunWriter, default_hparams
 
 # A script of one's own (docs/training-loop.md) builds RecBole's Config after importing
 # CustomTrainer: under numpy 2 it needs the names prepare_environment gives back by then.
@@ -60,11 +61,11 @@ class CustomTrainer(DataParallel, StepLoop, Checkpointing, TrainerOutput, Traine
     """
 
     extra_state_names: tuple[str, ...] = ()  # model attributes that are state although RecBole never saves them
-    reports_loss = True  # False: a trainer whose epochs have no loss (a booster; recrunner.training.trees)
-    reports_hparams = True  # False: a fit that is a stage of its run, not a row of its own (recrunner.training.families)
+    reports_loss = True  # False: a trainer whose epochs have no loss (a booster; recrunner.training.families.trees)
+    reports_hparams = True  # False: a fit that is a stage of its run, not a row of its own (recrunner.training.families.layers)
     single_pass = False  # True: the model is fitted in one pass by design (TraditionalTrainer: Pop, EASE...)
 
-    # the training state (recrunner.training.state): RecBole's attribute names and recrunner's, one dataclass
+    # the training state (recrunner.training.checkpoints.state): RecBole's attribute names and recrunner's, one dataclass
     epoch = state_attribute("epoch")
     finished = state_attribute("finished")
     best_epoch = state_attribute("best_epoch")
@@ -87,10 +88,12 @@ class CustomTrainer(DataParallel, StepLoop, Checkpointing, TrainerOutput, Traine
         self._init_loop_state(config, callbacks, hparams, run_dir)
         self.eval_collector.eval_batch_collect = CollectInParts(self.eval_collector.eval_batch_collect, self.device)
         self.fast = go_fast(self)  # fast mode (recrunner.training.fast); None: exact, as RecBole
-        if self.accumulation_steps > 1:  # the accumulator clips the mean gradient, once per step
-            self.optimizer = GradientAccumulator(self.optimizer, self.accumulation_steps, self.clip_grad_norm)
-            self.clip_grad_norm = None
-        self._init_world()  # one of a data-parallel run's processes (recrunner.training.data_parallel)
+        self._init_world()  # one of a data-parallel run's processes (recrunner.training.distributed.processes)
+        self.optimizer = OptimizerStep.build(  # the run's one optimizer step (recrunner.training.loop.optimizer)
+            self.optimizer, accumulation=self.accumulation_steps, clip=self.clip_grad_norm, scaler=self.grad_scaler,
+            average=self.world.average_gradients if self.world is not None else None)
+        if isinstance(self.optimizer, OptimizerStep):
+            self.clip_grad_norm = None  # the step clips the mean gradient once, not RecBole's loop each batch
 
     def _init_loop_state(self, config, callbacks, hparams, run_dir=None):
         """What recrunner's loop keeps beside RecBole's trainer attributes (also trees.TreeTrainer)."""
@@ -113,7 +116,7 @@ class CustomTrainer(DataParallel, StepLoop, Checkpointing, TrainerOutput, Traine
         self._batches_seen = 0
         self.fast, self.grad_scaler = None, None  # fast mode's plan and fp16 gradient scaler (go_fast)
         self.world = None  # a data-parallel run's process group (_init_world; training.distributed)
-        self._init_steps(config)  # step schedules and mid-epoch resume (recrunner.training.steps)
+        self._init_steps(config)  # step schedules and mid-epoch resume (recrunner.training.loop.steps)
 
     # ------------------------------------------------------------------ the loop
     def fit(self, train_data, valid_data=None, verbose=True, saved=True, show_progress=False, callback_fn=None):
@@ -174,10 +177,10 @@ class CustomTrainer(DataParallel, StepLoop, Checkpointing, TrainerOutput, Traine
 
     # ------------------------------------------------------------------ hooks for trainer families
     def epoch_start(self, epoch_idx):
-        """Before an epoch's training (NCL runs its E-step here; recrunner.training.families)."""
+        """Before an epoch's training (NCL runs its E-step here; recrunner.training.families.layers)."""
 
     def is_validating(self, valid_data) -> bool:
-        """Whether this fit validates at all (a pre-training stage does not; recrunner.training.families)."""
+        """Whether this fit validates at all (a pre-training stage does not; recrunner.training.families.layers)."""
         return bool(valid_data) and self.eval_step > 0
 
     # ------------------------------------------------------------------ steps
@@ -211,7 +214,7 @@ class CustomTrainer(DataParallel, StepLoop, Checkpointing, TrainerOutput, Traine
         batches = self._step_batches(train_data, epoch_idx)  # the loader, with step boundaries (steps.py)
         self._batches_seen, self.non_finite_batch = self._epoch_start_batch, None
         try:
-            with device.out_of_memory_in_training(self):  # one line, exit 2 (recrunner.training.device)
+            with device.out_of_memory_in_training(self):  # one line, exit 2 (recrunner.training.loop.device)
                 loss = self._train_epoch(batches, epoch_idx, show_progress=show_progress)
         except _NonFiniteLoss as exc:
             self.non_finite_batch = self._batches_seen - 1
@@ -219,7 +222,7 @@ class CustomTrainer(DataParallel, StepLoop, Checkpointing, TrainerOutput, Traine
             loss = float("nan")
         finally:
             self._close_batches()
-        if isinstance(self.optimizer, GradientAccumulator):
+        if isinstance(self.optimizer, OptimizerStep):
             self.optimizer.flush()
         return self._end_epoch_steps(epoch_idx, loss)
 
@@ -273,7 +276,7 @@ class CustomTrainer(DataParallel, StepLoop, Checkpointing, TrainerOutput, Traine
             self.load_best_weights(model_file)
         return super().evaluate(eval_data, load_best_model=False, show_progress=show_progress)
 
-    def _full_sort_batch_eval(self, batched_data):  # out of memory: scored in parts (recrunner.training.eval_split)
+    def _full_sort_batch_eval(self, batched_data):  # out of memory: scored in parts (recrunner.training.loop.evaluation)
         return score_in_parts(super()._full_sort_batch_eval, batched_data, self.eval_collector.eval_batch_collect,
                               self.device)
 

@@ -29,7 +29,7 @@ class TrainingState:
     # summed over every process that trained it; metrics.json's train_seconds and seconds_to_best read it
     train_seconds: float = 0.0
     seconds_to_best: float | None = None      # train_seconds at the end of the best epoch (or best step validation)
-    # optimizer steps (recrunner.training.steps): counted in every run, acted on with step schedules
+    # optimizer steps (recrunner.training.loop.steps): counted in every run, acted on with step schedules
     global_step: int = 0                      # optimizer steps taken so far
     best_step: int | None = None              # global_step at the validation best.pth holds
     validated_step: int | None = None         # global_step at the newest validation
@@ -38,7 +38,7 @@ class TrainingState:
 
     def to_checkpoint(self) -> dict:
         """The fields as plain data, each under its own name."""
-        from .checkpoint import to_plain
+        from .files import to_plain
 
         values = dataclasses.asdict(self)
         values["best_valid_score"] = None if self.best_valid_score is None else float(self.best_valid_score)
@@ -64,4 +64,4 @@ def state_attribute(name: str) -> property:
     def set_(trainer, value):
         setattr(trainer.state, name, value)
 
-    return property(get, set_, doc=f"`self.state.{name}` (recrunner.training.state.TrainingState)")
+    return property(get, set_, doc=f"`self.state.{name}` (recrunner.training.checkpoints.state.TrainingState)")

@@ -13,9 +13,9 @@ import math
 from pathlib import Path
 from typing import Mapping
 
-from ..core.layout import RunPaths
-from ..core.files import atomic_file
-from ..config.run_id import fingerprint
+from ...core.layout import RunPaths
+from ...core.files import atomic_file
+from ...config.run_id import fingerprint
 
 # an interrupted run is not finished (the same command resumes it): TensorBoard's "unknown", not a failure
 # keyed by the run statuses' values (recrunner.run.record.Status)
@@ -193,7 +193,7 @@ def default_hparams(config) -> dict:
     RecBole's general settings, the ones it derives (MODEL_TYPE, ...) and recrunner's own keys stay
     out unless the run sets them (prepare adds every parameter a run sets).
     """
-    from ..config.params import RECBOLE_DERIVED_KEYS, RECRUNNER_KEYS
+    from ...config.params import RECBOLE_DERIVED_KEYS, RECRUNNER_KEYS
 
     general = {p for group in config.parameters.values() for p in group}
     general |= {"model", "dataset", "config_files", "device"} | RECBOLE_DERIVED_KEYS | RECRUNNER_KEYS

@@ -24,7 +24,7 @@ and says what it changed. What it does, and the one place each decision is made:
 |                              |                      | the same weights (bench/fast_scoring.py)                 |
 | random numbers               | `_eager_random`      | compiled code draws dropout masks from torch's generator,|
 |                              | (accelerate.py)      | as exact mode does: a seed means the same in both modes  |
-| fp16 gradients               | `ScaledOptimizer`    | torch's GradScaler; its state is saved in last.pth       |
+| fp16 gradients               | `OptimizerStep`      | torch's GradScaler; its state is saved in last.pth       |
 
 Compiling: with dynamic shapes, one graph for every batch size (RecBole's last batch, evaluation
 batches of any size), so which code runs a batch never depends on what ran before: a resumed
@@ -40,9 +40,9 @@ from pathlib import Path
 
 import torch
 
-from ..config.checks import FAST_PRECISIONS as PRECISIONS
-from ..config.params import setting
-from ..core.errors import ConfigError
+from ...config.checks import FAST_PRECISIONS as PRECISIONS
+from ...config.params import setting
+from ...core.errors import ConfigError
 
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 

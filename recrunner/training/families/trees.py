@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .state import TrainingState
-from .trainer import CustomTrainer
+from ..checkpoints.state import TrainingState
+from ..loop.trainer import CustomTrainer
 
 
 class _BoosterRate:
@@ -41,8 +41,8 @@ class TreeTrainer(CustomTrainer):
     def __init__(self, config, model, *, writer=None, callbacks=(), hparams=None, run_dir=None):
         from pathlib import Path
 
-        from ..config.params import setting
-        from ..seams.tensorboard import SilentWandb, recbole_loggers
+        from ...config.params import setting
+        from ...seams.tensorboard import SilentWandb, recbole_loggers
 
         self.state = TrainingState()  # first: RecBole's __init__ assigns some of its fields
         with recbole_loggers(writer):
@@ -93,7 +93,7 @@ class TreeTrainer(CustomTrainer):
 
     # ------------------------------------------------------------------ the booster as checkpoint state
     def _weights_state(self, kind, epoch):
-        from . import checkpoint
+        from ..checkpoints import files as checkpoint
 
         booster = torch.from_numpy(np.frombuffer(self._booster_bytes(), dtype=np.uint8).copy())
         return {**checkpoint.header(kind, epoch, self.config), "booster": booster}

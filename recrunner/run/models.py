@@ -120,8 +120,8 @@ def failure_hint(model: str, exc: BaseException) -> str | None:
 
 
 def trainer_class_for(model_name: str, model_type, custom_trainer: type) -> type:
-    """The trainer that runs `model_name` under recrunner's loop (recrunner.training.families)."""
-    from .families import trainer_class
+    """The trainer that runs `model_name` under recrunner's loop (recrunner.training.families.layers)."""
+    from ..training.families.layers import trainer_class
 
     try:
         return trainer_class(model_name, model_type, custom_trainer)

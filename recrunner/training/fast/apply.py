@@ -1,6 +1,6 @@
 """Fast mode carried out: the model's methods wrapped, fp16's gradient scaler, the trainer set up.
 
-What to do is decided in recrunner.training.fast (`FastPlan`); this module does it. `go_fast(trainer)`
+What to do is decided in recrunner.training.fast.plan (`FastPlan`); this module does it. `go_fast(trainer)`
 is the trainer's one call: it wraps the model (instance attributes, so state_dict keys and
 checkpoints are unchanged), turns RecBole's own `enable_amp`/`enable_scaler` off (fast mode's
 autocast covers evaluation too, and its scaler persists across epochs and in last.pth), and
@@ -14,13 +14,13 @@ import logging
 
 import torch
 
-from .fast import METHODS, FastPlan, plan_for
+from .plan import METHODS, FastPlan, plan_for
 
 logger = logging.getLogger("recrunner")
 
 
 def go_fast(trainer) -> FastPlan | None:
-    """Apply the run's fast plan to `trainer` (before gradient accumulation wraps its optimizer)."""
+    """Apply the run's fast plan to `trainer` (before the trainer builds its optimizer step)."""
     plan = plan_for(trainer.config, trainer.config["model"], single_pass=trainer.single_pass)
     if plan is None:
         return None
@@ -29,11 +29,9 @@ def go_fast(trainer) -> FastPlan | None:
         return plan
     accelerate(trainer.model, plan)
     trainer.enable_amp = trainer.enable_scaler = False
-    if plan.scaler:
+    if plan.scaler:  # the loss is scaled here; the optimizer step unscales (recrunner.training.loop.optimizer)
         trainer.grad_scaler = torch.amp.GradScaler(trainer.device.type)
         trainer.model.calculate_loss = scaled_loss(trainer.model.calculate_loss, trainer.grad_scaler)
-        trainer.optimizer = ScaledOptimizer(trainer.optimizer, trainer.grad_scaler, trainer.clip_grad_norm)
-        trainer.clip_grad_norm = None
     return plan
 
 
@@ -104,30 +102,9 @@ def _eager_random() -> None:
     inductor.fallback_random = True
 
 
-class ScaledOptimizer:
-    """An optimizer stepped through a GradScaler (fp16): unscale, clip, step, update.
-
-    The loss is scaled by `scaled_loss` (FastTrainer wraps calculate_loss with it) in a way
-    that leaves its reported value unscaled; RecBole's own per-epoch scaler stays disabled.
-    """
-
-    def __init__(self, optimizer, scaler, clip_grad_norm: dict | None = None):
-        self.optimizer, self.scaler, self.clip_grad_norm = optimizer, scaler, clip_grad_norm
-
-    def step(self, closure=None):
-        if self.clip_grad_norm:
-            self.scaler.unscale_(self.optimizer)
-            params = [p for group in self.optimizer.param_groups for p in group["params"] if p.grad is not None]
-            torch.nn.utils.clip_grad_norm_(params, **self.clip_grad_norm)
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
-
-    def __getattr__(self, name):
-        return getattr(self.optimizer, name)
-
-
 def scaled_loss(loss_method, scaler):
-    """`loss_method` whose losses backpropagate scaled by `scaler` while their values stay unscaled."""
+    """`loss_method` whose losses backpropagate scaled by `scaler` while their values stay unscaled: the
+    first of the optimizer step's parts (recrunner.training.loop.optimizer)."""
 
     def scaled(*args, **kwargs):
         losses = loss_method(*args, **kwargs)

@@ -1,4 +1,4 @@
-"""Mixed into CustomTrainer: the trainer's side of a data-parallel run (recrunner.training.distributed).
+"""Mixed into CustomTrainer: the trainer's side of a data-parallel run (recrunner.training.distributed.world).
 
 With no process group (every run without `nproc`), `self.world` is None and each method here
 passes straight through: the exact single-process loop is unchanged.
@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from .accumulation import GradientAccumulator
-from . import distributed
+from . import world as distributed
 
 # events after which rank 0's requests are broadcast: every event but the per-batch one (no
 # callback requests anything there) and the exception's (the processes are no longer in step)
@@ -18,15 +17,12 @@ _UNAGREED = frozenset({"on_train_batch", "on_exception"})
 
 class DataParallel:
     def _init_world(self):
-        """Join the run's processes, if it has several: same weights everywhere, averaged gradients."""
+        """Join the run's processes, if it has several: the same weights everywhere (the optimizer step
+        averages the gradients: recrunner.training.loop.optimizer)."""
         self.world = distributed.current()
         if self.world is None:
             return
         self.world.broadcast(self.model.state_dict().values())  # one model: rank 0's weights and buffers
-        if not isinstance(self.optimizer, GradientAccumulator):
-            self.optimizer = GradientAccumulator(self.optimizer, self.accumulation_steps, self.clip_grad_norm)
-            self.clip_grad_norm = None
-        self.optimizer.reduce = self.world.average_gradients
 
     def _agree(self, event):
         """After a callback event: every process takes rank 0's requests."""

@@ -1,7 +1,7 @@
 """How CustomTrainer saves and restores itself: best.pth, last.pth, epoch copies, resume.
 
 The one place that decides what goes into each checkpoint (docs/design.md: Checkpoints); the
-file format itself (plain data, atomic writes, safe loading) is recrunner.training.checkpoint's.
+file format itself (plain data, atomic writes, safe loading) is recrunner.training.checkpoints.files's.
 Trainer families override `_weights_state` and `_restore_weights` (trees.py: a booster).
 """
 
@@ -12,11 +12,10 @@ from time import time
 
 from recbole.utils import set_color
 
-from . import checkpoint, model_state, rng
-from ..core.errors import CheckpointError
-from .fast import plan_text, same_plan_key
+from . import files as checkpoint, model_state, rng
+from ...core.errors import CheckpointError
+from ..fast.plan import plan_text, same_plan_key
 from .state import TrainingState
-from .steps import resumed_at
 
 
 class Checkpointing:
@@ -41,7 +40,7 @@ class Checkpointing:
     def save_training_state(self, epoch, epoch_rng=None):
         """last.pth: everything needed to continue exactly after `epoch` (not an export).
 
-        Within an epoch (recrunner.training.steps), `epoch` is the last epoch done, `batch_in_epoch`
+        Within an epoch (recrunner.training.loop.steps), `epoch` is the last epoch done, `batch_in_epoch`
         counts the batches of the next one trained, and `epoch_rng` is the RNG its order was drawn from.
         """
         state = self._weights_state(kind="last", epoch=epoch)
@@ -148,3 +147,11 @@ class Checkpointing:
 
 def _plain_score(score):
     return float(score) if score is not None else None
+
+
+def resumed_at(done_epoch: int, start_epoch: int, state) -> str:
+    """Where a resume continues, for its log line (pure)."""
+    if state.batch_in_epoch:
+        return (f"continuing within epoch {start_epoch} at batch {state.batch_in_epoch} "
+                f"(step {state.global_step})")
+    return f"epoch {done_epoch} done, continuing at epoch {start_epoch}"
