@@ -44,20 +44,21 @@ import json, os, signal, sys, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[2])
 from recrunner import Callback, Experiment, Workspace, run_experiment
-from recrunner.training.checkpoints.checkpointer import Checkpointing
-from recrunner.training import steps
+from recrunner.training.checkpoints.checkpointer import Checkpointer
+from recrunner.training.loop import steps
 
 spec = json.loads(sys.argv[1])
 events = {"start": time.time(), "batches": [], "step_checkpoints": [], "epoch_starts": [], "epoch_ends": []}
-real_save = Checkpointing.save_training_state
+real_save = Checkpointer.save_last
 def timed_save(self, epoch, epoch_rng=None):
     started = time.perf_counter()
     real_save(self, epoch, epoch_rng)
     if epoch_rng is not None:
         events["step_checkpoints"].append([time.time(), time.perf_counter() - started])
-Checkpointing.save_training_state = timed_save
+Checkpointer.save_last = timed_save
 if spec.get("no_boundaries"):  # the loader as RecBole gets it without step schedules
-    steps.StepLoop._step_batches = lambda self, data, epoch: (setattr(self, "_epoch_start_batch", 0), data)[1]
+    real_batches = steps.StepBoundaries.batches
+    steps.StepBoundaries.batches = lambda self, data, epoch: (real_batches(self, data, epoch), data)[1]
 
 def dump():
     Path(spec["events"]).write_text(json.dumps(events))

@@ -58,7 +58,8 @@ def replay(cells: dict, model: str, seed: int, args) -> tuple[float | None, int,
     {cell: its best score, None when pruned} of every cell a trial ran)."""
     import optuna
 
-    from recrunner.training.callbacks.pruning import make_pruner, make_sampler
+    from recrunner.search.studies import make_sampler
+    from recrunner.training.callbacks.pruning import make_pruner
     from recrunner.sweep.space import parse
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -1,6 +1,6 @@
 """The package's tree is its architecture: layers that import only the layers below them, no import
-cycle between modules, modules and functions of a readable size, and one home for every file name
-of the output tree."""
+cycle between modules or packages, modules, classes and functions of a readable size, and one home
+for every file name of the output tree."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ LAYERS = ("core", "config", "seams", "data", "training", "run", "report", "sweep
 PUBLIC_FACE = {"recrunner", "recrunner.__main__"}  # the only modules at the top of the package
 MAX_MODULE_LINES = 300
 MAX_FUNCTION_LINES = 50
+MAX_CLASS_LINES = 200
 
 
 def _modules() -> dict[str, pathlib.Path]:
@@ -63,6 +64,24 @@ def _layer(name: str) -> str | None:
 def test_every_module_lives_in_a_layer_or_is_the_public_face():
     stray = sorted(n for n in MODULES if n not in PUBLIC_FACE and _layer(n) not in LAYERS)
     assert not stray, f"modules outside the layers {LAYERS}: {stray}"
+
+
+TRAINING_HOMES = ("logging", "fast", "checkpoints", "distributed", "callbacks", "loop", "families")  # lowest first
+
+
+def test_training_holds_only_its_homes_and_its_public_face():
+    loose = sorted(n for n in MODULES if n.startswith("recrunner.training.") and n.count(".") == 2
+                   and n.split(".")[2] not in TRAINING_HOMES)
+    assert loose == [], f"modules directly in recrunner/training/ (give each a home): {loose}"
+
+
+def test_the_homes_of_training_import_only_those_before_them():
+    upward = [f"{name} -> {target}" for name, targets in GRAPH.items() if name.startswith("recrunner.training.")
+              and name.split(".")[2] in TRAINING_HOMES for target in targets
+              if target.startswith("recrunner.training.") and target.count(".") >= 2
+              and target.split(".")[2] in TRAINING_HOMES
+              and TRAINING_HOMES.index(target.split(".")[2]) > TRAINING_HOMES.index(name.split(".")[2])]
+    assert upward == [], "imports of a later home of training/:\n" + "\n".join(sorted(upward))
 
 
 def test_a_layer_imports_only_the_layers_below_it():
@@ -147,6 +166,13 @@ def _functions(path):
 def test_functions_stay_readable():
     long = {f"{n}.{f}": c for n, p in MODULES.items() for f, c in _functions(p) if c > MAX_FUNCTION_LINES}
     assert long == {}
+
+
+def test_classes_stay_readable():
+    """A class over 200 lines is usually several things: its parts become components it owns."""
+    long = {f"{n}.{node.name}": node.end_lineno - node.lineno + 1 for n, p in MODULES.items()
+            for node in ast.walk(ast.parse(p.read_text())) if isinstance(node, ast.ClassDef)}
+    assert {name: lines for name, lines in long.items() if lines > MAX_CLASS_LINES} == {}
 
 
 # the output tree's names: only recrunner/core/layout.py spells them (its docstring draws the tree)

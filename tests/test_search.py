@@ -282,10 +282,10 @@ def test_two_sweep_processes_on_one_study_draw_different_values_and_tell_each_ot
     from recrunner.run.result import RunResult
 
     spec, (first, second) = _two_searches_on_one_journal(tmp_path)
-    a, b = first._ask(spec), second._ask(spec)
+    a, b = first.studies.ask(spec), second.studies.ask(spec)
     assert (a.number, b.number) == (0, 1) and a.params != b.params  # seeded by trial number, not per process
     duplicate = second.studies[spec.study_name].enqueue_trial(a.params)  # the sampler drawing a's values again
-    c = second._ask(spec)
+    c = second.studies.ask(spec)
     assert c.params == a.params and c.number == 2
     first._plan_trial(spec, a)
     second._plan_trial(spec, c)  # left to the first process: the same cell runs there
@@ -305,7 +305,7 @@ def test_a_command_opening_while_another_asks_plans_the_trial_with_its_values(tm
     asking = threading.Event()
 
     def ask_slowly():  # as study.ask does: the trial is stored before its values are
-        with first._study_lock():
+        with first.studies.lock():
             trial = study.ask()
             asking.set()
             time.sleep(0.5)

@@ -12,14 +12,13 @@ last.pth, and a run that finished before the kill is told without training. New 
 asked only while a study has fewer than `trials`: none is lost, none runs twice.
 
 Two sweep commands on one study: asks, tells and the reading of running trials to plan again are
-under one lock (`_study_lock`, so no trial is planned half-asked); the sampler is
-seeded by the trial's number, so they never draw the same sequence; a run one leaves to the other
-(the same values) tells both commands' trials when it ends.
+under one lock (search/studies.py, so no trial is planned half-asked); the sampler is seeded by the
+trial's number, so they never draw the same sequence; a run one leaves to the other (the same
+values) tells both commands' trials when it ends.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,9 +26,10 @@ from pathlib import Path
 from ..core.layout import FINAL, SweepPaths
 from ..training.callbacks import metric_bigger
 from ..core.errors import ConfigError
-from ..run.record import RunRecord, Status
+from ..run.record import RunRecord
 from ..run.result import RunResult
-from ..training.callbacks.pruning import TrialRef, make_pruner, make_sampler, storage_of
+from ..training.callbacks.pruning import TrialRef
+from .studies import Studies
 from ..sweep.grid import example_value
 from ..sweep.space import SearchSpec
 
@@ -59,8 +59,7 @@ class Search:
         self.specs, self.plan_cell, self.options = list(specs), planner, options
         self.selection = selection  # sweep.selection.Selection: race the best trials over seeds, then finals
         self.storage_url = options.storage or str(SweepPaths(Path(sweep_dir)).study_journal)
-        self.journal = "://" not in self.storage_url  # a journal file (with an ask lock), not a database
-        self.studies: dict[str, object] = {}
+        self.studies = Studies(self.storage_url, options)  # Optuna's side: asks, tells, the lock (studies.py)
         self.epochs: dict[str, int] = {}
         self.directions: dict[str, str] = {}
         # cell id -> (spec, numbers of the trials its run answers: more than one when the sampler
@@ -83,50 +82,18 @@ class Search:
     def open(self) -> list:
         """Create or load every study; the trials a killed command left running, planned again (a trial
         whose run had ended is told how, and planned too: the sweep then finds its run finished)."""
-        import optuna
-
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
         if not self.epochs:
             self.check()
-        if self.journal:
-            Path(self.storage_url).parent.mkdir(parents=True, exist_ok=True)
-        storage = storage_of(self.storage_url)
         again = []
         for spec in self.specs:
-            study = optuna.create_study(
-                study_name=spec.study_name, storage=storage, load_if_exists=True,
-                direction=self.directions[spec.study_name],
-                sampler=make_sampler(self.options.method, self.options.seed, self.options.trials),  # reseeded per ask
-                pruner=make_pruner(self.options.prune, max_epochs=self.epochs[spec.study_name],
-                                   trials=self.options.trials, after=self.options.prune_after))
-            self.studies[spec.study_name] = study
-            for trial in self._running(spec):
+            self.studies.open(spec, self.directions[spec.study_name], self.epochs[spec.study_name])
+            for trial in self.studies.running(spec):
                 item = self._plan_trial(spec, trial)
                 record = RunRecord.read(item.run_dir) if item.run_dir else None
                 if record is not None and record.status.finished:
                     self.tell(item.cell_id, RunResult.from_record(item.run_dir, record))
                 again.append(item)
         return again
-
-    def _running(self, spec: SearchSpec) -> list:
-        """The study's running trials, read under the ask lock: another command's trial being asked
-        right now has no parameters yet (planned without them, it ran the defaults and told the
-        trial their score). A journal's trial left without all its parameters was being asked by a
-        command that died: it can never run, so it is told failed (a database has no ask lock: such
-        a trial is left alone)."""
-        import optuna
-
-        study = self.studies[spec.study_name]
-        whole = []
-        with self._study_lock():
-            for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-                if set(spec.space) <= set(trial.params):
-                    whole.append(trial)
-                elif self.journal:
-                    logger.warning(f"{spec.study_name}: trial {trial.number} was never given all its values "
-                                   "(its command died while asking); told failed")
-                    study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
-        return whole
 
     # ---------------------------------------------------------------- asking
     def more(self, wanted: int) -> list:
@@ -138,7 +105,7 @@ class Search:
             for spec in self.specs:  # round-robin: every study advances at the same pace
                 if len(cells) >= wanted:
                     break
-                trial = self._ask(spec)
+                trial = self.studies.ask(spec)
                 if trial is not None:
                     cells.append(self._plan_trial(spec, trial))
                     progress = True
@@ -146,30 +113,10 @@ class Search:
             cells += self._finals() if self.selection is None else self._races()
         return cells
 
-    def _ask(self, spec: SearchSpec):
-        """A new trial of the spec's study while its budget lasts, else None. The count and the ask
-        are under one lock, so two sweep processes on one study never ask more than `trials`; the
-        sampler is seeded by the trial's number, so they never draw the same sequence, and trial n
-        draws from the same seed however many processes ask (and after a resume)."""
-        study = self.studies[spec.study_name]
-        with self._study_lock():
-            asked = len(study.get_trials(deepcopy=False))
-            if asked >= self.options.trials:
-                return None
-            study.sampler = make_sampler(self.options.method, self.options.seed + asked, self.options.trials)
-            number = study.ask({name: d.to_optuna() for name, d in spec.space.items()}).number
-        return study.get_trials(deepcopy=False)[number]
-
-    def _study_lock(self):
-        """The lock two sweep processes on one journal take to ask or tell (a database has its own)."""
-        from ..core.files import file_lock
-
-        return file_lock(Path(self.storage_url + ".ask.lock")) if self.journal else contextlib.nullcontext()
-
     def exhausted(self) -> bool:
         """No trial left to ask, and no final seeds (or race runs) left to plan."""
         for spec in self.specs:
-            if len(self.studies[spec.study_name].get_trials(deepcopy=False)) < self.options.trials:
+            if len(self.studies.trials(spec.study_name)) < self.options.trials:
                 return False
             if self.selection is not None and not self.selection.over(spec.study_name):
                 return False
@@ -179,7 +126,7 @@ class Search:
 
     def _ended(self, spec) -> list | None:
         """The study's trials once all are asked and have ended, else None."""
-        trials = self.studies[spec.study_name].get_trials(deepcopy=False)
+        trials = self.studies.trials(spec.study_name)
         ended = len(trials) >= self.options.trials and all(t.state.name in ("COMPLETE", "PRUNED", "FAIL") for t in trials)
         return trials if ended else None
 
@@ -198,8 +145,6 @@ class Search:
         return self.selection.more()
 
     def _finals(self) -> list:
-        import optuna
-
         cells = []
         if not self.options.final_seeds:
             return cells
@@ -208,8 +153,7 @@ class Search:
             if spec.study_name in self.finals_planned or trials is None:
                 continue
             self.finals_planned.add(spec.study_name)
-            complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
-            if not complete:
+            if not any(t.state.name == "COMPLETE" for t in trials):
                 logger.warning(f"{spec.study_name}: no trial completed, so no final seeds")
                 continue
             best = self.studies[spec.study_name].best_trial  # chosen on validation: the value each trial was told
@@ -223,9 +167,7 @@ class Search:
                        trials=self.options.trials, after=self.options.prune_after)
         item = self.plan_cell(spec, dict(trial.params), spec.seeds[0], {"role": "trial", "trial": trial.number}, ref)
         if item.error:  # RecBole refused these values (e.g. a hidden size its heads do not divide)
-            import optuna
-
-            self.studies[spec.study_name].tell(trial.number, state=optuna.trial.TrialState.FAIL)
+            self.studies.fail(spec.study_name, trial.number)
         else:
             self.cells.setdefault(item.cell_id, (spec, []))[1].append(trial.number)
         return item
@@ -234,7 +176,7 @@ class Search:
         """Trials not asked yet and final runs not planned yet, over every study."""
         left = 0
         for spec in self.specs:
-            left += max(0, self.options.trials - len(self.studies[spec.study_name].get_trials(deepcopy=False)))
+            left += max(0, self.options.trials - len(self.studies.trials(spec.study_name)))
             if self.selection is not None:
                 waiting = spec.study_name not in self.selection.groups
                 left += waiting * self.selection.options.top * (self.selection.options.seeds - 1)
@@ -245,39 +187,10 @@ class Search:
     # ---------------------------------------------------------------- telling
     def tell(self, cell_id: str, result: RunResult) -> None:
         """Tell each trial the run answers how it ended (a final seed's run tells nothing): this
-        process's trials of the cell, and any other process's still running with the same values
-        (it left the run to this one, and may have ended since)."""
+        process's trials of the cell, and any other process's still running with the same values."""
         spec, numbers = self.cells.get(cell_id, (None, []))
-        if spec is None:
-            return
-        study = self.studies[spec.study_name]
-        with self._study_lock():
-            trials = study.get_trials(deepcopy=False)
-            values = trials[numbers[0]].params
-            same = [t.number for t in trials if t.number not in numbers and t.params == values
-                    and t.state.name == "RUNNING"]
-            for number in (*numbers, *same):
-                self._tell(study, number, result)
-
-    @staticmethod
-    def _tell(study, number: int, result: RunResult) -> None:
-        import optuna
-
-        if study.get_trials(deepcopy=False)[number].state != optuna.trial.TrialState.RUNNING:
-            return
-        status = result.status
-        if status is Status.OK:
-            record = RunRecord.read(result.run_dir) if result.run_dir else None
-            score = record.best_valid_score if record else None
-            if score is None:
-                study.tell(number, state=optuna.trial.TrialState.FAIL)
-            else:
-                study.tell(number, float(score))
-        elif status is Status.PRUNED:
-            study.tell(number, state=optuna.trial.TrialState.PRUNED)
-        elif status is Status.FAILED:
-            study.tell(number, state=optuna.trial.TrialState.FAIL)
-        # interrupted: the trial stays running; the same command resumes it
+        if spec is not None:
+            self.studies.tell(spec.study_name, numbers, result)
 
     def describe(self) -> list[str]:
         """The space and the budget, for --dry-run."""

@@ -17,7 +17,7 @@ from . import forkserver
 from ..core.errors import ConfigError
 from ..run.result import RunResult
 from .distributed import requested_processes
-from .worker import Task, child_main, on_gpu, ray_entry, run_task
+from .worker import Task, child_main, default_threads, on_gpu, ray_entry, run_task
 
 
 class InProcess:
@@ -165,6 +165,25 @@ class RayCluster:
         self.active.clear()
         if self.started_here:
             self.ray.shutdown()
+
+
+def executor_for(options):
+    """Where a sweep's cells run, from its options (runner.SweepOptions): Ray, fresh local processes, or here."""
+    if options.backend == "ray":
+        return RayCluster(options.workers if options.workers > 1 else None, options.ray_address, cell_threads(options),
+                          gpus_per_cell=1 if options.gpus else 0)
+    if forkserver.serves(options.backend, options.workers, options.gpus):
+        return LocalProcesses(max(options.workers, 1), options.gpus, gpus_per_cell=options.nproc)
+    return InProcess(console=options.console)
+
+
+def cell_threads(options) -> int | None:
+    """CPU threads per cell: --threads, else the cores shared by the workers; in process torch's own default."""
+    if options.threads:
+        return options.threads
+    if options.workers > 1 or options.backend == "ray":
+        return default_threads(options.workers)
+    return None
 
 
 def died(exitcode: int | None) -> str:

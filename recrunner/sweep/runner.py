@@ -16,7 +16,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from . import forkserver
 from ..run.convergence import UNDER_TRAINED
 from ..core.errors import RunInterrupted, is_usage_error
 from ..run.experiment import Workspace
@@ -24,12 +23,12 @@ from ..core.layout import OutputPaths
 from ..run.record import RunRecord, Status
 from ..run.result import RunResult
 from .console import cell_line, eta_text, summary_line
-from .executors import InProcess, LocalProcesses, RayCluster
+from .executors import cell_threads, executor_for
 from .grid import swept_parameters
 from .planning import PlannedCell, dispatch_order
 from .record import SweepRecord
 from .tables import SweepTables
-from .worker import Task, default_threads
+from .worker import Task
 
 
 @dataclass(frozen=True)
@@ -65,6 +64,13 @@ class SweepSummary:
         if not self.counts.get("failed"):
             return 0
         return 2 if self.usage_failures == self.counts["failed"] else 1  # only bad input: a usage error
+
+    def count(self, what: str) -> None:
+        self.counts[what] = self.counts.get(what, 0) + 1
+
+    def count_failure(self, error: str | None) -> None:
+        self.count("failed")
+        self.usage_failures += is_usage_error(error)
 
 
 def run_sweep(name: str, planned: list[PlannedCell], workspace: Workspace, options: SweepOptions,
@@ -107,7 +113,7 @@ class _Sweep:
         return self.summary
 
     def _run_queue(self, queue):
-        executor = self._executor()
+        executor = executor_for(self.options)
         last_beat = time.monotonic()
         try:
             while queue or executor.running() or self._search_has_more():
@@ -152,12 +158,12 @@ class _Sweep:
         queue, known = [], self.record.states()
         for item in self.planned:
             if item.error:
-                self._count_failure(item.error)
+                self.summary.count_failure(item.error)
                 self.out(cell_line(item, RunResult.failed(item.error)))
                 continue
             previous = None if self.options.restart else RunRecord.read(item.run_dir)
             if previous is not None and previous.status.finished:
-                self._count("skipped")
+                self.summary.count("skipped")
                 if item.cell_id in known and not known[item.cell_id].state.finished:
                     self.record.append(item.cell_id, previous.status)  # killed between the run's end and its line
                 continue
@@ -168,9 +174,9 @@ class _Sweep:
         decision = self.record.claim(cell_id, stale_after=self.options.stale_after, retries=self.options.retries)
         if decision not in ("run", "reclaim"):
             if decision == "failed":
-                self._count_failure(self.record.states()[cell_id].error)
+                self.summary.count_failure(self.record.states()[cell_id].error)
             else:
-                self._count("busy" if decision == "busy" else "skipped")
+                self.summary.count("busy" if decision == "busy" else "skipped")
             if decision == "busy":
                 self.out(f"busy    {cell_id}: running in another sweep process; left to it")
             elif decision == "failed":
@@ -181,14 +187,14 @@ class _Sweep:
             self.out(f"reclaim {cell_id}: its worker is gone; resuming from its last.pth")
         item = self.by_id[cell_id]
         executor.submit(cell_id, Task(cell=cell_id, experiment=item.experiment, workspace=self.workspace,
-                                      threads=self._threads(), restart=self.options.restart, trial=item.trial))
+                                      threads=cell_threads(self.options), restart=self.options.restart, trial=item.trial))
 
     def _finish(self, cell_id, result, queue):
         status = result.status
         self.record.append(cell_id, status, error=result.error, seconds=result.seconds)
         if status is Status.INTERRUPTED:
             self.summary.interrupted = True
-            self._count("interrupted")
+            self.summary.count("interrupted")
             return
         failures = self.record.states()[cell_id].failures
         if status is Status.FAILED and failures <= self.options.retries and not is_usage_error(result.error):
@@ -198,9 +204,9 @@ class _Sweep:
         if self.search is not None:
             self.search.tell(cell_id, result.at(self.by_id[cell_id].run_dir))
         if status is Status.FAILED:
-            self._count_failure(result.error)
+            self.summary.count_failure(result.error)
         else:
-            self._count("skipped" if result.skipped else status.value)
+            self.summary.count("skipped" if result.skipped else status.value)
         if not result.skipped:
             self.durations.append(result.seconds or 0.0)
         self.tables.forget(self.by_id[cell_id].run_dir)
@@ -230,13 +236,13 @@ class _Sweep:
         for item in items:
             record = None if item.error else RunRecord.read(item.run_dir)
             if item.error:  # the search has told its study
-                self._count_failure(item.error)
+                self.summary.count_failure(item.error)
                 self.out(cell_line(item, RunResult.failed(item.error)))
             elif record is not None and record.status.finished:  # drawn again after its run ended
-                self._count("skipped")
+                self.summary.count("skipped")
                 self.search.tell(item.cell_id, RunResult.from_record(item.run_dir, record, skipped=True))
             elif item.cell_id in under_way:  # drawn again while its run is under way: its end tells both
-                self._count("skipped")
+                self.summary.count("skipped")
             else:
                 self.record.append(item.cell_id, Status.PENDING)
                 ready.append(item.cell_id)
@@ -257,29 +263,6 @@ class _Sweep:
             self.record.append(cell_id, "heartbeat")
 
     # ---------------------------------------------------------------- helpers
-    def _executor(self):
-        options = self.options
-        if options.backend == "ray":
-            return RayCluster(options.workers if options.workers > 1 else None, options.ray_address, self._threads(),
-                              gpus_per_cell=1 if options.gpus else 0)
-        if forkserver.serves(options.backend, options.workers, options.gpus):
-            return LocalProcesses(max(options.workers, 1), options.gpus, gpus_per_cell=options.nproc)
-        return InProcess(console=options.console)
-
-    def _threads(self) -> int | None:
-        if self.options.threads:
-            return self.options.threads
-        if self.options.workers > 1 or self.options.backend == "ray":
-            return default_threads(self.options.workers)
-        return None  # in process: torch's own default
-
-    def _count(self, what):
-        self.summary.counts[what] = self.summary.counts.get(what, 0) + 1
-
-    def _count_failure(self, error):
-        self._count("failed")
-        self.summary.usage_failures += is_usage_error(error)
-
     def _write_tables(self, full: bool = True):
         self.tables.write(self.planned, self.swept, full=full)
         self.summary.results_md = self.tables.results_md

@@ -43,12 +43,14 @@ class LoopView:
     epochs = _from_trainer("epochs", "The cap on epochs (`epochs`).")
     start_epoch = _from_trainer("start_epoch", "The first epoch this fit trains (> 0: a resumed run).")
     eval_step = _from_trainer("eval_step", "Validation every eval_step epochs (0: none).")
-    start_batch = _from_trainer("start_batch", "The batch of start_epoch this fit starts at (> 0: resumed within it).")
+    start_batch = property(lambda self: self._trainer.steps.start_batch,
+                           doc="The batch of start_epoch this fit starts at (> 0: resumed within it).")
     eval_every_steps = property(lambda self: self._trainer.steps.eval_every,
                                 doc="Validation every N optimizer steps (None: every eval_step epochs).")
     batches_per_epoch = _from_trainer("batches_per_epoch", "Training batches per epoch.")
     steps_per_epoch = _from_trainer("steps_per_epoch", "Optimizer steps per epoch (batches / accumulation).")
-    non_finite_batch = _from_trainer("non_finite_batch", "This epoch's first batch with a non-finite loss, else None.")
+    non_finite_batch = property(lambda self: self._trainer.steps.epoch.non_finite_batch,
+                                doc="This epoch's first batch with a non-finite loss, else None.")
     valid_metric_bigger = _from_trainer("valid_metric_bigger", "Whether a bigger valid_metric is better.")
     reports_loss = _from_trainer("reports_loss", "False for a trainer whose epochs have no loss (a booster).")
     reports_hparams = _from_trainer("reports_hparams", "False for a fit that is a stage of its run, not a row.")

@@ -1,5 +1,6 @@
-"""Optuna's side of a search: the sampler and pruner for the CLI's names, the study storage, and the
-callback through which each validation score goes to the trial's study, where the pruner may stop it.
+"""A trial's side of a search: the pruner for the CLI's names, the study storage, and the callback
+through which each validation score goes to the trial's study, where the pruner may stop it (the
+sampler, and asking and telling the studies, are recrunner.search.studies's).
 
 The study lives on disk (or in a database) and is shared by every process of the search, so a
 trial run in a worker process (or on a Ray node) reports to the same study the sweep asks for
@@ -15,9 +16,6 @@ from dataclasses import dataclass
 from .base import Callback
 
 logger = logging.getLogger("recrunner")
-
-PRUNERS = ("none", "median", "asha", "hyperband")
-
 
 @dataclass(frozen=True)
 class TrialRef:
@@ -46,16 +44,6 @@ def make_pruner(name: str, *, max_epochs: int = 1, trials: int = 1, after: int =
         return optuna.pruners.HyperbandPruner(min_resource=after, max_resource=max(after, max_epochs),
                                               reduction_factor=3)
     return optuna.pruners.NopPruner()
-
-
-def make_sampler(method: str, seed: int, trials: int):
-    """Optuna's sampler for a `--search` method; TPE samples at random for its first third of the
-    trials (2 to 10) before it models the space."""
-    import optuna
-
-    if method == "random":
-        return optuna.samplers.RandomSampler(seed=seed)
-    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(2, min(10, trials // 3)))
 
 
 def storage_of(url: str):

@@ -1,8 +1,11 @@
-"""How CustomTrainer saves and restores itself: best.pth, last.pth, epoch copies, resume.
+"""How a trainer saves and restores itself: best.pth, last.pth, epoch copies, resume (`Checkpointer`).
 
 The one place that decides what goes into each checkpoint (docs/design.md: Checkpoints); the
-file format itself (plain data, atomic writes, safe loading) is recrunner.training.checkpoints.files's.
-Trainer families override `_weights_state` and `_restore_weights` (trees.py: a booster).
+file format itself (plain data, atomic writes, safe loading, the device boundary) is
+recrunner.training.checkpoints.files's. The trainer owns a Checkpointer (`trainer.checkpoints`) and
+keeps RecBole's method names as its doors (`_save_checkpoint`, `resume_checkpoint`); trainer
+families override the trainer's `_weights_state` and `_restore_weights` (families/trees.py: a
+booster), whose default is `weights_state` / `restore_weights` below.
 """
 
 from __future__ import annotations
@@ -14,135 +17,143 @@ from recbole.utils import set_color
 
 from . import files as checkpoint, model_state, rng
 from ...core.errors import CheckpointError
+from ...core.layout import CheckpointPaths
 from ..fast.plan import plan_text, same_plan_key
 from .state import TrainingState
 
 
-class Checkpointing:
-    """Mixed into CustomTrainer before RecBole's Trainer (whose _save_checkpoint and
-    resume_checkpoint it replaces)."""
+class Checkpointer:
+    """best.pth, last.pth and its epoch copies of one trainer's run, and resuming from them."""
 
-    def _save_checkpoint(self, epoch, verbose=True, **kwargs):
-        """RecBole's name for saving the checkpoint that testing loads: best.pth here."""
-        self._save_best_checkpoint(epoch, verbose)
+    def __init__(self, trainer, files: CheckpointPaths, save_total_limit=None):
+        self.trainer, self.files, self.save_total_limit = trainer, files, save_total_limit
+        self.best, self.last = files.best, files.last
+        self.pending_rng = None   # a resumed fit's RNG state, restored once its epoch -1 would have run
+        self.last_saved = time()  # when last.pth was last written (checkpoint_every_minutes)
 
-    def _save_best_checkpoint(self, epoch, verbose=True):
-        state = self._weights_state(kind="best", epoch=epoch)
-        state["best_valid_score"] = _plain_score(self.best_valid_score)
-        state["step"] = self.state.global_step  # the optimizer steps these weights had taken
-        if self._writes:
-            checkpoint.save_atomic(state, self.best_path)
+    @property
+    def writes(self) -> bool:
+        """Whether this process writes the run's files: always, but in a data-parallel run's rank 0."""
+        return self.trainer.world is None or self.trainer.world.writes
+
+    def save_best(self, epoch, verbose=True):
+        trainer = self.trainer
+        state = trainer._weights_state(kind="best", epoch=epoch)
+        state["best_valid_score"] = _plain_score(trainer.best_valid_score)
+        state["step"] = trainer.state.global_step  # the optimizer steps these weights had taken
+        if self.writes:
+            checkpoint.save_atomic(state, self.best)
         if verbose:
-            at_step = f", step {self.state.global_step}" if self.steps.eval_every else ""
-            self.logger.info(set_color("Saving best", "blue") + f": {self.best_path} (epoch {epoch}{at_step})")
-        self._call("on_checkpoint_saved", path=self.best_path, kind="best")
+            at_step = f", step {trainer.state.global_step}" if trainer.steps.eval_every else ""
+            trainer.logger.info(set_color("Saving best", "blue") + f": {self.best} (epoch {epoch}{at_step})")
+        trainer._call("on_checkpoint_saved", path=self.best, kind="best")
 
-    def save_training_state(self, epoch, epoch_rng=None):
+    def save_last(self, epoch, epoch_rng=None):
         """last.pth: everything needed to continue exactly after `epoch` (not an export).
 
         Within an epoch (recrunner.training.loop.steps), `epoch` is the last epoch done, `batch_in_epoch`
         counts the batches of the next one trained, and `epoch_rng` is the RNG its order was drawn from.
         """
-        state = self._weights_state(kind="last", epoch=epoch)
-        state.update(self.state.to_checkpoint())  # every TrainingState field under its own name
-        state.update(epoch=epoch, optimizer=self.optimizer.state_dict(), callbacks=self.callbacks.state_dict(),
-                     rng=rng.capture(self._generators))
+        trainer = self.trainer
+        state = trainer._weights_state(kind="last", epoch=epoch)
+        state.update(trainer.state.to_checkpoint())  # every TrainingState field under its own name
+        state.update(epoch=epoch, optimizer=trainer.optimizer.state_dict(), callbacks=trainer.callbacks.state_dict(),
+                     rng=rng.capture(trainer._generators))
         if epoch_rng is not None:
             state["epoch_rng"] = epoch_rng
-        if self.world is not None:  # every process's own: its RNG streams, its part of the epoch's loss
-            state["processes"] = self.world.gather({"rng": state["rng"], "epoch_rng": epoch_rng,
-                                                    "epoch_loss": self.state.epoch_loss})
-        if self.fast is not None:
-            state["fast"] = {"plan": self.fast.as_dict(),
-                             "scaler": self.grad_scaler.state_dict() if self.grad_scaler is not None else None}
-        if self._writes:
-            checkpoint.save_atomic(state, self.last_path)
-        self._last_checkpoint = time()
-        if self._writes and self.save_total_limit and epoch_rng is None:
+        if trainer.world is not None:  # every process's own: its RNG streams, its part of the epoch's loss
+            state["processes"] = trainer.world.gather({"rng": state["rng"], "epoch_rng": epoch_rng,
+                                                       "epoch_loss": trainer.state.epoch_loss})
+        if trainer.fast is not None:
+            state["fast"] = {"plan": trainer.fast.as_dict(),
+                             "scaler": trainer.grad_scaler.state_dict() if trainer.grad_scaler is not None else None}
+        if self.writes:
+            checkpoint.save_atomic(state, self.last)
+        self.last_saved = time()
+        if self.writes and self.save_total_limit and epoch_rng is None:
             self._keep_epoch_copy(epoch, state)
-        self._call("on_checkpoint_saved", path=self.last_path, kind="last")
+        trainer._call("on_checkpoint_saved", path=self.last, kind="last")
 
     def _keep_epoch_copy(self, epoch, state):
-        checkpoint.save_atomic(state, self.checkpoint_files.epoch_copy(epoch))
-        copies = self.checkpoint_files.epoch_copies()  # newest first
-        for old in copies[int(self.save_total_limit):]:
+        checkpoint.save_atomic(state, self.files.epoch_copy(epoch))
+        for old in self.files.epoch_copies()[int(self.save_total_limit):]:  # newest first
             old.unlink(missing_ok=True)
 
-    def _weights_state(self, kind, epoch):
-        """The model's weights and state (model_state) with what identifies the checkpoint."""
-        try:
-            other = model_state.save(self.model, self.extra_state_names)
-        except TypeError as exc:
-            raise CheckpointError(f"{self.config['model']} keeps state recrunner cannot save safely: {exc}") from None
-        return {**checkpoint.header(kind, epoch, self.config), "state_dict": self.model.state_dict(),
-                "other_parameter": other}
-
-    def _restore_weights(self, state):
-        """The inverse of `_weights_state`, for resume and for test scoring."""
-        self.model.load_state_dict(state["state_dict"])  # copied into the parameters, on their device
-        model_state.restore(self.model, state.get("other_parameter"), device=self.device)
-
-    def resume_checkpoint(self, resume_file):
+    def resume(self, resume_file):
         """Load a last.pth (or epoch-N.pth) and continue after its epoch, exactly."""
+        trainer = self.trainer
         state = checkpoint.load_training_state(resume_file)
-        if state["model"] != self.config["model"]:
-            raise CheckpointError(f"{resume_file} was written by {state['model']}, not {self.config['model']}")
+        if state["model"] != trainer.config["model"]:
+            raise CheckpointError(f"{resume_file} was written by {state['model']}, not {trainer.config['model']}")
         state = self._this_process(state, resume_file)
         self._restore_fast(state.get("fast"), resume_file)
-        self._restore_weights(state)
-        self.optimizer.load_state_dict(state["optimizer"])  # moved to its parameters' device
-        self.state = TrainingState.from_checkpoint(state)
-        self.start_epoch = self.epochs if self.finished else state["epoch"] + 1
-        self.callbacks.load_state_dict(state["callbacks"])
-        self._pending_rng = state["rng"]
-        where = resumed_at(state["epoch"], self.start_epoch, self.state)
-        self._resume_within_epoch(state)
-        self.logger.info(f"Resumed from {resume_file}: {where} (best epoch {self.best_epoch}, "
-                         f"best score {self.best_valid_score})")
+        trainer._restore_weights(state)
+        trainer.optimizer.load_state_dict(state["optimizer"])  # moved to its parameters' device
+        trainer.state = TrainingState.from_checkpoint(state)
+        trainer.start_epoch = trainer.epochs if trainer.finished else state["epoch"] + 1
+        trainer.callbacks.load_state_dict(state["callbacks"])
+        self.pending_rng = state["rng"]
+        where = resumed_at(state["epoch"], trainer.start_epoch, trainer.state)
+        trainer.steps.resume_within_epoch(state)
+        trainer.logger.info(f"Resumed from {resume_file}: {where} (best epoch {trainer.best_epoch}, "
+                            f"best score {trainer.best_valid_score})")
         return state
-
-    @property
-    def _writes(self) -> bool:
-        """Whether this process writes the run's files: always, but in a data-parallel run's rank 0."""
-        return self.world is None or self.world.writes
 
     def _this_process(self, state, resume_file):
         """A data-parallel checkpoint as this process saved it (its RNG states, its loss so far); the
         same number of processes only."""
+        world = self.trainer.world
         saved = len(state.get("processes") or ()) or 1
-        size = self.world.size if self.world is not None else 1
+        size = world.size if world is not None else 1
         if saved != size:
             raise CheckpointError(f"{resume_file} was trained in {saved} process(es), this run has {size}; "
                                   f"run it with --nproc {saved}, or pass --restart")
-        if self.world is not None:
-            mine = state["processes"][self.world.rank]
+        if world is not None:
+            mine = state["processes"][world.rank]
             state["rng"], state["epoch_loss"] = mine["rng"], mine["epoch_loss"]
             if mine["epoch_rng"] is not None:
                 state["epoch_rng"] = mine["epoch_rng"]
         return state
 
-    def _restore_pending_rng(self):
+    def restore_pending_rng(self):
         """At the start of a resumed fit: the RNG state last.pth saved."""
-        if self._pending_rng is not None:
-            rng.restore(self._pending_rng, self._generators)
-            self._pending_rng = None
+        if self.pending_rng is not None:
+            rng.restore(self.pending_rng, self.trainer._generators)
+            self.pending_rng = None
 
     def _restore_fast(self, saved: dict | None, resume_file):
         """A fast run resumes only in the same fast plan, with its gradient scaler as it was."""
+        trainer = self.trainer
         then = same_plan_key((saved or {}).get("plan"))
-        now = same_plan_key(self.fast.as_dict() if self.fast is not None else None)
+        now = same_plan_key(trainer.fast.as_dict() if trainer.fast is not None else None)
         if then != now:
             raise CheckpointError(f"{resume_file} was trained {plan_text(then)}, this run would train {plan_text(now)}; "
                                   "set fast, fast_precision and fast_compile as the run had them, or pass --restart")
-        if self.grad_scaler is not None and (saved or {}).get("scaler"):
-            self.grad_scaler.load_state_dict(saved["scaler"])
+        if trainer.grad_scaler is not None and (saved or {}).get("scaler"):
+            trainer.grad_scaler.load_state_dict(saved["scaler"])
 
-    def load_best_weights(self, path=None):
-        path = Path(path or self.best_path)
+    def load_best(self, path=None):
+        path = Path(path or self.best)
         state = checkpoint.load(path)
-        self._restore_weights(state)
-        self.logger.info(f"Loading model parameters from {path} (epoch {state['epoch']})")
+        self.trainer._restore_weights(state)
+        self.trainer.logger.info(f"Loading model parameters from {path} (epoch {state['epoch']})")
         return state
+
+
+def weights_state(trainer, kind, epoch) -> dict:
+    """The model's weights and state (model_state) with what identifies the checkpoint."""
+    try:
+        other = model_state.save(trainer.model, trainer.extra_state_names)
+    except TypeError as exc:
+        raise CheckpointError(f"{trainer.config['model']} keeps state recrunner cannot save safely: {exc}") from None
+    return {**checkpoint.header(kind, epoch, trainer.config), "state_dict": trainer.model.state_dict(),
+            "other_parameter": other}
+
+
+def restore_weights(trainer, state) -> None:
+    """The inverse of `weights_state`, for resume and for test scoring."""
+    trainer.model.load_state_dict(state["state_dict"])  # copied into the parameters, on their device
+    model_state.restore(trainer.model, state.get("other_parameter"), device=trainer.device)
 
 
 def _plain_score(score):

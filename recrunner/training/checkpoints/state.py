@@ -65,3 +65,11 @@ def state_attribute(name: str) -> property:
         setattr(trainer.state, name, value)
 
     return property(get, set_, doc=f"`self.state.{name}` (recrunner.training.checkpoints.state.TrainingState)")
+
+
+def with_state_attributes(cls):
+    """`cls` with every TrainingState field as a property of the same name (`state_attribute`): RecBole's
+    code reads and assigns several of them by name, the loop and callbacks read all of them."""
+    for item in dataclasses.fields(TrainingState):
+        setattr(cls, item.name, state_attribute(item.name))
+    return cls

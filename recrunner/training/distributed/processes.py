@@ -1,10 +1,11 @@
-"""Mixed into CustomTrainer: the trainer's side of a data-parallel run (recrunner.training.distributed.world).
-
-With no process group (every run without `nproc`), `self.world` is None and each method here
+"""The trainer's side of a data-parallel run (recrunner.training.distributed.world), as functions of
+its `World`. With no process group (every run without `nproc`) the world is None and each of them
 passes straight through: the exact single-process loop is unchanged.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import torch
 
@@ -15,38 +16,44 @@ from . import world as distributed
 _UNAGREED = frozenset({"on_train_batch", "on_exception"})
 
 
-class DataParallel:
-    def _init_world(self):
-        """Join the run's processes, if it has several: the same weights everywhere (the optimizer step
-        averages the gradients: recrunner.training.loop.optimizer)."""
-        self.world = distributed.current()
-        if self.world is None:
-            return
-        self.world.broadcast(self.model.state_dict().values())  # one model: rank 0's weights and buffers
+def join(model) -> distributed.World | None:
+    """This process's place in its run, if the run has several: the same weights everywhere (rank 0's
+    weights and buffers); the optimizer step averages the gradients (recrunner.training.loop.optimizer)."""
+    world = distributed.current()
+    if world is not None:
+        world.broadcast(model.state_dict().values())
+    return world
 
-    def _agree(self, event):
-        """After a callback event: every process takes rank 0's requests."""
-        if self.world is not None and event not in _UNAGREED:
-            distributed.agree(self.control, self.world)
 
-    def _non_finite(self, loss) -> bool:
-        """Whether a batch loss is non-finite, here or on any other process of the run."""
-        bad = not bool(torch.isfinite(loss).all())
-        return bad if self.world is None else self.world.any(bad)
+def agree(event: str, control, world) -> None:
+    """After a callback event: every process takes rank 0's requests."""
+    if world is not None and event not in _UNAGREED:
+        distributed.agree(control, world)
 
-    def _end_epoch_steps(self, epoch_idx, loss):
-        """The epoch's loss as every process reports it: the mean over the processes."""
-        loss = super()._end_epoch_steps(epoch_idx, loss)
-        if self.world is not None:
-            parts = list(loss) if isinstance(loss, tuple) else [loss]
-            mean = self.world.mean([float(part) for part in parts])
-            loss = tuple(mean) if isinstance(loss, tuple) else mean[0]
+
+def non_finite(loss, world) -> bool:
+    """Whether a batch loss is non-finite, here or on any other process of the run."""
+    bad = not bool(torch.isfinite(loss).all())
+    return bad if world is None else world.any(bad)
+
+
+def mean_loss(loss, world):
+    """The epoch's loss as every process reports it: the mean over the processes."""
+    if world is None:
         return loss
+    parts = list(loss) if isinstance(loss, tuple) else [loss]
+    mean = world.mean([float(part) for part in parts])
+    return tuple(mean) if isinstance(loss, tuple) else mean[0]
 
-    def evaluate(self, eval_data, load_best_model=True, model_file=None, show_progress=False):
-        if self.world is None or not eval_data:
-            return super().evaluate(eval_data, load_best_model, model_file, show_progress)
-        # buffers are not averaged like gradients (batch norm's running statistics): rank 0's, as DDP does
-        self.world.broadcast(self.model.buffers())
-        with distributed.evaluation_split(self, eval_data, self.world):
-            return super().evaluate(eval_data, load_best_model, model_file, show_progress)
+
+@contextlib.contextmanager
+def evaluation(trainer, eval_data):
+    """Around one evaluation: each process scores its block of batches (world.evaluation_split), with
+    rank 0's buffers (batch norm's running statistics are not averaged like gradients: as DDP does)."""
+    world = trainer.world
+    if world is None or not eval_data:
+        yield
+        return
+    world.broadcast(trainer.model.buffers())
+    with distributed.evaluation_split(trainer, eval_data, world):
+        yield

@@ -64,7 +64,7 @@ class PretrainLayer:
         super().save_training_state(epoch)
         if self.pretraining and (epoch + 1) % self.save_step == 0:
             name = f"{self.config['model']}-{self.config['dataset']}-{epoch + 1}.pth"
-            shutil.copyfile(self.best_path, self.best_path.parent / name)
+            shutil.copyfile(self.checkpoints.best, self.checkpoints.best.parent / name)
 
     @property
     def reports_hparams(self) -> bool:

@@ -186,7 +186,7 @@ def out_of_memory_in_training(trainer):
     except Exception as exc:
         if not is_out_of_memory(exc):
             raise
-        kept = trainer.last_path if trainer.last_path.is_file() else None
+        kept = trainer.checkpoints.last if trainer.checkpoints.last.is_file() else None
         error = training_out_of_memory(trainer.config["model"], trainer.device, trainer.config["train_batch_size"],
                                        memory_text(trainer.device), kept)
         release(trainer.device)

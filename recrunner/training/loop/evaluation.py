@@ -13,12 +13,15 @@ per-user values) as scoring them at once:
                                                   the second half is returned for RecBole's loop
     CollectInParts                                 the collector's `eval_batch_collect`, split by rows
                                                   when it runs out of memory itself
+    split_when_out_of_memory(trainer)              both, set on a trainer as instance attributes over
+                                                  RecBole's methods (every CustomTrainer does it)
 
 Halves are halved again until they fit; a single user that does not fit is one line (exit 2).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import torch
@@ -26,6 +29,15 @@ import torch
 from .device import OutOfMemory, is_out_of_memory, release
 
 logger = logging.getLogger("recrunner")
+
+
+def split_when_out_of_memory(trainer) -> None:
+    """`trainer`'s evaluation scores and collects a batch in parts where the whole does not fit."""
+    collect = CollectInParts(trainer.eval_collector.eval_batch_collect, trainer.device)
+    trainer.eval_collector.eval_batch_collect = collect
+    for name in ("_full_sort_batch_eval", "_neg_sample_batch_eval"):  # RecBole's batch functions
+        setattr(trainer, name, functools.partial(score_in_parts, getattr(trainer, name), collect=collect,
+                                                 device=trainer.device))
 
 
 def users_in(batch) -> int:

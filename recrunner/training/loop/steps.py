@@ -10,7 +10,8 @@ run also acts between two optimizer steps:
 
 How, without replacing RecBole's epoch: `_train_epoch` loops over the training loader, and the
 trainer hands it `Batches`, the same loader whose iterator stops at every step boundary (the
-previous optimizer step done, the next batch not fetched yet) to let `StepLoop` act. A checkpoint
+previous optimizer step done, the next batch not fetched yet) to let `StepBoundaries`, a component
+the trainer owns (`trainer.steps`), act. A checkpoint
 taken there holds the RNG state at the epoch's start (which fixed the epoch's order) and at the
 boundary, and the number of batches done: a resume draws the same order, skips those batches
 without building them, restores the boundary's RNG and goes on, so data order, negative samples
@@ -31,7 +32,7 @@ from ...config.params import setting
 from ...core.interrupts import HeldStops
 from ..checkpoints import rng
 from ..distributed.iteration import rank_batches, skip_batches
-from ..checkpoints.state import state_attribute
+from .context import EpochProgress
 
 
 @dataclass(frozen=True)
@@ -96,181 +97,179 @@ def steps_in(batches: int, accumulation: int) -> int:
 
 class Batches:
     """The training loader as RecBole's `_train_epoch` sees it: everything is the loader's, but
-    iterating it runs the trainer's step boundaries between batches."""
+    iterating it runs the step boundaries between batches."""
 
-    def __init__(self, loader, trainer, epoch_idx: int):
-        self.loader, self.trainer, self.epoch_idx = loader, trainer, epoch_idx
+    def __init__(self, loader, steps: "StepBoundaries"):
+        self.loader, self.steps = loader, steps
 
     def __len__(self):
         return len(self.loader)
 
     def __iter__(self):
-        self.trainer._live_batches = self.trainer._batches_with_steps(self.loader, self.epoch_idx)
-        return self.trainer._live_batches
+        self.steps.live = self.steps.batches_with_boundaries(self.loader)
+        return self.steps.live
 
     def __getattr__(self, name):
         return getattr(self.loader, name)
 
 
-class StepLoop:
-    """Mixed into CustomTrainer: the step counter, and what happens at each step boundary."""
+class StepBoundaries:
+    """The step counter, and what happens at each step boundary of a trainer's epochs (`trainer.steps`)."""
 
-    # the step fields of the training state (recrunner.training.checkpoints.state)
-    global_step = state_attribute("global_step")
-    best_step = state_attribute("best_step")
-    validated_step = state_attribute("validated_step")
-    batch_in_epoch = state_attribute("batch_in_epoch")
-    epoch_loss = state_attribute("epoch_loss")
-
-    def _init_steps(self, config):
-        self.steps = StepSchedule.from_config(config)
+    def __init__(self, trainer, schedule: StepSchedule):
+        self.trainer, self.schedule = trainer, schedule
         self.start_batch = 0          # batches of `start_epoch` a mid-epoch last.pth had trained
-        self._resume_rngs = None      # (RNG at that epoch's start, RNG at that step) of a mid-epoch last.pth
-        self._epoch_rng = None        # the RNG when this epoch's iterator was made (step checkpoints keep it)
-        self._epoch_start_batch = 0   # the batch this epoch's training began at (> 0: resumed within it)
-        self._steps_counted = 0       # this epoch's optimizer steps already in state.global_step
-        self._live_batches = None     # the generator Batches handed RecBole's epoch (closed when it ends)
-        self._running_loss = None     # this epoch's loss so far, summed as RecBole sums it
-        self._interval = [0.0, 0]     # loss sum and batches since the last log_every_steps line
-        self._clock = self._last_checkpoint = time()
-        self._fit_args = None         # (valid_data, verbose, saved, show_progress, callback_fn) of this fit
-        self._has_boundaries = False  # whether this trainer's epochs can stop between steps (fit decides)
+        self.resume_rngs = None       # (RNG at that epoch's start, RNG at that step) of a mid-epoch last.pth
+        self.epoch = EpochProgress()  # where the epoch being trained is (recrunner.training.loop.context)
+        self.live = None              # the generator Batches handed RecBole's epoch (closed when it ends)
+        self.interval = [0.0, 0]      # loss sum and batches since the last log_every_steps line
+        self.clock = time()           # when train_seconds last accrued
+        self.has_boundaries = False   # whether this trainer's epochs can stop between steps (fit decides)
 
-    def _check_step_support(self):
-        reason = steps_unsupported(self)
-        self._has_boundaries = reason is None  # decided once per fit: every epoch of it reads this
-        if reason and self.steps.active:
-            self.logger.warning(f"step schedules: {reason}; eval_every_steps, checkpoint_every_steps, "
-                                "checkpoint_every_minutes and log_every_steps act at epoch ends only")
-            self.steps = StepSchedule()
+    @property
+    def eval_every(self) -> int | None:
+        return self.schedule.eval_every
 
-    def _step_batches(self, train_data, epoch_idx):
-        """What RecBole's epoch iterates: the loader itself, or Batches where this trainer can act in an epoch."""
-        self._epoch_start_batch, self.start_batch = self.start_batch, 0
-        self._steps_counted = self._epoch_start_batch // self.accumulation_steps
-        self._running_loss = None
-        if self._epoch_start_batch == 0 and not self._has_boundaries and self.world is None:
+    def check_support(self):
+        """Decided once per fit: whether the trainer's epochs have step boundaries (else schedules act at epoch ends)."""
+        reason = steps_unsupported(self.trainer)
+        self.has_boundaries = reason is None
+        if reason and self.schedule.active:
+            self.trainer.logger.warning(f"step schedules: {reason}; eval_every_steps, checkpoint_every_steps, "
+                                        "checkpoint_every_minutes and log_every_steps act at epoch ends only")
+            self.schedule = StepSchedule()
+
+    def batches(self, train_data, epoch_idx):
+        """What RecBole's epoch iterates: the loader itself, or Batches where the trainer can act in an epoch."""
+        start, self.start_batch = self.start_batch, 0
+        self.epoch = EpochProgress(index=epoch_idx, start_batch=start, batches_seen=start,
+                                   steps_counted=start // self.trainer.accumulation_steps)
+        if start == 0 and not self.has_boundaries and self.trainer.world is None:
             return train_data
-        return Batches(train_data, self, epoch_idx)
+        return Batches(train_data, self)
 
-    def _batches_with_steps(self, loader, epoch_idx):
-        start = self._epoch_start_batch
+    def batches_with_boundaries(self, loader):
+        trainer, epoch = self.trainer, self.epoch
+        start, generators = epoch.start_batch, trainer._generators
         if start:
-            rng.restore(self._resume_rngs[0], self._generators)
-        self._epoch_rng = rng.capture(self._generators)  # before the iterator draws this epoch's order
+            rng.restore(self.resume_rngs[0], generators)
+        epoch.rng = rng.capture(generators)  # before the iterator draws this epoch's order
         iterator = iter(loader)
         if start:
             skip_batches(iterator, start)
-            rng.restore(self._resume_rngs[1], self._generators)
-            self._running_loss = self.state.epoch_loss
-        if self.world is not None:  # a data-parallel run: this process's part of each batch
-            iterator = rank_batches(iterator, loader, self.world)
-        total, steps = len(loader), self.accumulation_steps
+            rng.restore(self.resume_rngs[1], generators)
+            epoch.running_loss = trainer.state.epoch_loss
+        if trainer.world is not None:  # a data-parallel run: this process's part of each batch
+            iterator = rank_batches(iterator, loader, trainer.world)
+        total, steps = len(loader), trainer.accumulation_steps
         with HeldStops() as stops:
             for index in range(start, total):
-                if index > start and index % steps == 0 and self._at_step_boundary(epoch_idx, index, stops):
+                if index > start and index % steps == 0 and self._at_boundary(index, stops):
                     return
                 batch = next(iterator, None)
                 if batch is None:
                     return
                 yield batch
             if self._held_anywhere(stops):  # a stop held through the epoch's last batch
-                self._stop_after_last_batch(epoch_idx, total, stops)
+                self._stop_after_last_batch(total, stops)
 
-    def _at_step_boundary(self, epoch_idx, index, stops) -> bool:
+    def _at_boundary(self, index, stops) -> bool:
         """Between two steps of an epoch: log, validate, checkpoint when due; True: stop the epoch."""
-        self.state.global_step += 1
-        self._steps_counted += 1
-        step = self.state.global_step
-        if self.steps.log_at(step):
-            self._log_steps()
-        if self.steps.validate_at(step) and self.is_validating(self._fit_args[0]):
+        trainer, state = self.trainer, self.trainer.state
+        state.global_step += 1
+        self.epoch.steps_counted += 1
+        step = state.global_step
+        if self.schedule.log_at(step):
+            self._log()
+        if self.schedule.validate_at(step) and trainer.is_validating(trainer.call.valid_data):
             with stops.released():
-                self._validate_at_step(epoch_idx)
-        due = self.steps.checkpoint_at(step, time() - self._last_checkpoint)
+                self._validate()
+        due = self.schedule.checkpoint_at(step, time() - trainer.checkpoints.last_saved)
         stop = stops.pending is not None
-        if self.world is not None:  # a data-parallel run's processes act together: rank 0's clock, anyone's stop
-            due, stop = self.world.share(due), self.world.any(stop)
-        if self._fit_args[2] and (due or stop or self.control.should_save):
-            self._save_step_checkpoint(epoch_idx, index)
+        if trainer.world is not None:  # a data-parallel run's processes act together: rank 0's clock, anyone's stop
+            due, stop = trainer.world.share(due), trainer.world.any(stop)
+        if trainer.call.saved and (due or stop or trainer.control.should_save):
+            self._save(index)
         if stop:
             stops.stop_now()
-        return self.control.should_stop
+        return trainer.control.should_stop
 
     def _held_anywhere(self, stops) -> bool:
         held = stops.pending is not None
-        return held if self.world is None else self.world.any(held)
+        return held if self.trainer.world is None else self.trainer.world.any(held)
 
-    def _stop_after_last_batch(self, epoch_idx, total, stops):
+    def _stop_after_last_batch(self, total, stops):
         """Save after the epoch's last batch, where that is a whole step (a resume then only ends the
         epoch: validation and last.pth as the run would have had them), then stop."""
-        if total % self.accumulation_steps == 0 and self._fit_args[2]:
-            self.state.global_step += 1
-            self._steps_counted += 1
-            self._save_step_checkpoint(epoch_idx, total)
+        if total % self.trainer.accumulation_steps == 0 and self.trainer.call.saved:
+            self.trainer.state.global_step += 1
+            self.epoch.steps_counted += 1
+            self._save(total)
         stops.stop_now()
 
-    def _end_epoch_steps(self, epoch_idx, loss):
+    def end_epoch(self, loss):
         """After an epoch's last step: count its steps, log and validate when due; the epoch's loss."""
-        self.state.global_step += steps_in(self._batches_seen, self.accumulation_steps) - self._steps_counted
-        if self._epoch_start_batch and not isinstance(loss, tuple) and self._running_loss is not None:
-            loss = self._running_loss  # RecBole summed only the batches after the resume
-        if not self.steps.active or self.non_finite_batch is not None or self.control.should_stop:
+        trainer, state, epoch = self.trainer, self.trainer.state, self.epoch
+        state.global_step += steps_in(epoch.batches_seen, trainer.accumulation_steps) - epoch.steps_counted
+        if epoch.start_batch and not isinstance(loss, tuple) and epoch.running_loss is not None:
+            loss = epoch.running_loss  # RecBole summed only the batches after the resume
+        if not self.schedule.active or epoch.non_finite_batch is not None or trainer.control.should_stop:
             return loss
-        step = self.state.global_step
-        if self.steps.log_at(step):
-            self._log_steps()
-        last_epoch = epoch_idx + 1 >= self.epochs
-        if self.steps.eval_every and self.is_validating(self._fit_args[0]) and (
-                self.steps.validate_at(step) or (last_epoch and self.state.validated_step != step)):
-            self._validate_at_step(epoch_idx)
+        step = state.global_step
+        if self.schedule.log_at(step):
+            self._log()
+        last_epoch = epoch.index + 1 >= trainer.epochs
+        if self.schedule.eval_every and trainer.is_validating(trainer.call.valid_data) and (
+                self.schedule.validate_at(step) or (last_epoch and state.validated_step != step)):
+            self._validate()
         return loss
 
-    def _close_batches(self):
+    def close(self):
         """End the epoch's Batches generator, so its held stops are released even when the epoch raised."""
-        if self._live_batches is not None:
-            self._live_batches.close()
-            self._live_batches = None
+        if self.live is not None:
+            self.live.close()
+            self.live = None
 
-    def _count_loss(self, loss):
+    def count_loss(self, loss):
         """A batch's loss: the epoch's running sum (as RecBole sums it) and the log interval's."""
         value = loss.item()
-        self._running_loss = value if self._running_loss is None else self._running_loss + value
-        self._interval[0] += value
-        self._interval[1] += 1
+        self.epoch.running_loss = value if self.epoch.running_loss is None else self.epoch.running_loss + value
+        self.interval[0] += value
+        self.interval[1] += 1
 
-    def _log_steps(self):
-        total, batches = self._interval
-        self._interval = [0.0, 0]
+    def _log(self):
+        total, batches = self.interval
+        self.interval = [0.0, 0]
         if batches:
-            self._call("on_train_log", loss=total / batches, lr=self.optimizer.param_groups[0]["lr"])
+            self.trainer._call("on_train_log", loss=total / batches, lr=self.trainer.optimizer.param_groups[0]["lr"])
 
-    def _validate_at_step(self, epoch_idx):
-        valid_data, verbose, saved, show_progress, callback_fn = self._fit_args
-        with rng.preserved(self._generators):
-            self._validate_and_track(valid_data, epoch_idx, verbose, saved, show_progress, callback_fn)
-        self.model.train()  # RecBole's validation leaves the model in eval mode
-        if self.state.best_step == self.state.global_step:
-            self._accrue_time()
-            self.seconds_to_best = self.train_seconds
+    def _validate(self):
+        trainer = self.trainer
+        with rng.preserved(trainer._generators):
+            trainer._validate_and_track(self.epoch.index, trainer.call)
+        trainer.model.train()  # RecBole's validation leaves the model in eval mode
+        if trainer.state.best_step == trainer.state.global_step:
+            self.accrue_time()
+            trainer.seconds_to_best = trainer.train_seconds
 
-    def _save_step_checkpoint(self, epoch_idx, index):
-        self._accrue_time()
-        self.state.batch_in_epoch, self.state.epoch_loss = index, self._running_loss
+    def _save(self, index):
+        trainer, state = self.trainer, self.trainer.state
+        self.accrue_time()
+        state.batch_in_epoch, state.epoch_loss = index, self.epoch.running_loss
         try:
-            self.save_training_state(epoch_idx - 1, epoch_rng=self._epoch_rng)
+            trainer.save_training_state(self.epoch.index - 1, epoch_rng=self.epoch.rng)
         finally:
-            self.state.batch_in_epoch, self.state.epoch_loss = 0, None
-        self.control.should_save = False
+            state.batch_in_epoch, state.epoch_loss = 0, None
+        trainer.control.should_save = False
 
-    def _accrue_time(self):
+    def accrue_time(self):
         """Add the time since the last accrual to train_seconds (so a checkpoint holds it all)."""
         now = time()
-        self.train_seconds += now - self._clock
-        self._clock = now
+        self.trainer.train_seconds += now - self.clock
+        self.clock = now
 
-    def _resume_within_epoch(self, state: dict):
+    def resume_within_epoch(self, state: dict):
         """From a mid-epoch last.pth: the batch to start at and the two RNG states to get there."""
-        self.start_batch = int(self.state.batch_in_epoch or 0)
-        self._resume_rngs = (state.get("epoch_rng"), state["rng"]) if self.start_batch else None
-        self.state.batch_in_epoch = 0
+        self.start_batch = int(self.trainer.state.batch_in_epoch or 0)
+        self.resume_rngs = (state.get("epoch_rng"), state["rng"]) if self.start_batch else None
+        self.trainer.state.batch_in_epoch = 0
