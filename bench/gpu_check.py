@@ -1,11 +1,12 @@
 """The project's GPU check: docs/runs.md's promises on the device at hand, in minutes, as one table.
 
     bash bench/gpu_check.sh WHEELS_DIR           # a GPU machine with torch but not RecBole (../shared/GPU.md)
-    python bench/gpu_check.py [--tiny] [--out DIR] [--steps resume,tests,main,fast,cells] [--data-path DIR]
+    python bench/gpu_check.py [--tiny] [--out DIR] [--steps resume+tests,main,fast,cells] [--data-path DIR] [--budget S]
 
-Steps, in order of importance, each time-boxed and written to OUT/steps/<step>.json as it ends:
-  resume  a run SIGKILLed after its epoch 1 and resumed by the same call, against an uninterrupted one,
-          in default and in deterministic mode, and two uninterrupted deterministic runs: every epoch's
+Steps, in order of importance, each time-boxed and written to OUT/steps/<step>.json as it ends (steps
+joined by "+" run at the same time: only steps that time nothing should share the machine):
+  resume  a second uninterrupted run, and a run SIGKILLed after its epoch 1 and resumed by the same call,
+          against an uninterrupted one, in default and in deterministic mode: every epoch's
           loss (history.jsonl) and every user's test metrics (test_per_user.npz) compared
   tests   the tests that touch devices (resume, equivalence, fast, steps, checkpoints, interrupts,
           devices) with the device visible
@@ -13,7 +14,9 @@ Steps, in order of importance, each time-boxed and written to OUT/steps/<step>.j
           recrunner's exact mode: seconds per epoch, GPU busy share, peak memory, test metrics equal
   fast    the main job with --fast, 3 epochs
   cells   4 seeds of the quick job at once on one GPU (--gpus 0,0,0,0 --workers 4) against one at a time
-Then one table: OUT/gpu_check.md (and .json). Without a GPU, or with --tiny, every step runs at tiny
+Then one table: OUT/gpu_check.md (and .json), rewritten after every step, so a check cut short by
+--budget (seconds for the whole check: every process's timeout is cut to what is left, and a step
+with under 20 s left is skipped and says so) still reports what it measured. Without a GPU, or with --tiny, every step runs at tiny
 sizes on ml-100k (fast mode uncompiled, cells on 2 CPU workers): CI's check of this script
 (tests/test_gpu_check.py). Never claim a figure this did not measure: the table names the device.
 """
@@ -102,14 +105,26 @@ class Check:
         self.out.mkdir(parents=True, exist_ok=True)
         (self.out / "steps").mkdir(exist_ok=True)
         self.versions = f"torch {torch.__version__}" + (f", CUDA {torch.version.cuda}" if self.gpu else "")
+        self.deadline = time.monotonic() + args.budget if args.budget else None
+
+    def left(self, timeout: float) -> float:
+        """A process's timeout: `timeout`, or less where the check's budget ends sooner."""
+        return timeout if self.deadline is None else min(timeout, self.deadline - time.monotonic() - 5)
 
     def python(self, code_or_args, timeout, spec=None, log=None):
         """A fresh process; (exit code, stdout's last line as JSON or None)."""
         argv = [sys.executable, "-c", code_or_args, json.dumps(spec)] if spec is not None else \
             [sys.executable, *code_or_args]
+        timeout = self.left(timeout)
+        if timeout < 10:
+            return 124, None
         try:
             done = subprocess.run(argv, cwd=REPO, env=self.env, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired as stopped:
+            if log:
+                (self.out / "logs").mkdir(exist_ok=True)
+                text = b"".join(part or b"" for part in (stopped.stdout, stopped.stderr))
+                (self.out / "logs" / f"{log}.log").write_bytes(text + f"\n(stopped after {timeout:.0f} s)\n".encode())
             return 124, None
         if log:
             (self.out / "logs").mkdir(exist_ok=True)
@@ -135,8 +150,6 @@ def resume(check: Check) -> dict:
     for mode, extra in (("default", {}), ("deterministic", {"deterministic": True})):
         runs = {}
         for name, kills in (("uninterrupted", [None]), ("again", [None]), ("killed and resumed", [1, None])):
-            if name == "again" and mode == "default":
-                continue
             spec = {"dataset": "ml-100k", "params": {**params, **extra}, "output": str(check.out / "runs"),
                     "data": str(check.data), "configs": str(REPO / "configs"), "sweep": f"resume-{mode}-{name.split()[0]}"}
             for kill in kills:
@@ -165,9 +178,20 @@ def compare_runs(one: Path | None, other: Path | None) -> str:
 
 
 def tests(check: Check) -> dict:
-    code, _ = check.python(["-m", "pytest", "-q", "-p", "no:cacheprovider", *DEVICE_TESTS], 420, log="tests")
-    tail = (check.out / "logs" / "tests.log").read_text().strip().splitlines()[-1:] if code != 124 else ["timed out"]
-    return {"device tests": f"{'passed' if code == 0 else 'FAILED'}: {tail[0] if tail else ''}"}
+    code, _ = check.python(["-m", "pytest", "-q", "-p", "no:cacheprovider", *_workers(), *DEVICE_TESTS], 420, log="tests")
+    log = check.out / "logs" / "tests.log"
+    tail = log.read_text().strip().splitlines()[-1:] if log.is_file() else []
+    verdict = "passed" if code == 0 else "TIMED OUT" if code == 124 else "FAILED"
+    return {"device tests": f"{verdict}: {tail[0] if tail else ''}"}
+
+
+def _workers() -> list[str]:
+    """pytest-xdist's processes where it is installed (GPU images often have it): half the cores, at most 8."""
+    import importlib.util
+
+    if importlib.util.find_spec("xdist") is None:
+        return []
+    return ["-n", str(max(1, min(8, (os.cpu_count() or 2) // 2)))]
 
 
 class Busy:
@@ -275,28 +299,56 @@ def _s(value) -> str:
     return "FAILED" if value is None else f"{value:.0f} s"
 
 
+def run_step(check: Check, name: str) -> dict:
+    began = time.perf_counter()
+    if check.left(1e9) < 20:
+        rows = {f"{name}": "SKIPPED: the check's --budget ran out"}
+    else:
+        rows = STEPS[name](check)
+    rows[f"{name}: step time"] = f"{time.perf_counter() - began:.0f} s"
+    (check.out / "steps" / f"{name}.json").write_text(json.dumps(rows, indent=1))
+    print(f"gpu_check: {name} done in {time.perf_counter() - began:.0f} s", flush=True)
+    return rows
+
+
+def run_group(check: Check, group: str) -> dict:
+    """Steps joined by "+" at the same time (threads, each step's work in its own processes); rows in their order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    names = group.split("+")
+    with ThreadPoolExecutor(len(names)) as pool:
+        results = list(pool.map(lambda name: run_step(check, name), names))
+    return {key: value for rows in results for key, value in rows.items()}
+
+
+def write_table(check: Check, table: dict, seconds: float, left: list[str]) -> str:
+    title = f"# GPU check on {check.device} ({check.versions}, {'tiny sizes, ml-100k' if check.tiny else 'ml-1m'})"
+    lines = [title, "", "| check | result |", "|---|---|"] + [f"| {k} | {v} |" for k, v in table.items()]
+    lines.append(f"\nwhole check: {seconds:.0f} s" + (f" so far; still to run: {', '.join(left)}" if left else ""))
+    (check.out / "gpu_check.md").write_text("\n".join(lines) + "\n")
+    (check.out / "gpu_check.json").write_text(json.dumps({"device": check.device, "tiny": check.tiny, **table}, indent=1))
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.environ.get("OUT", "gpu-check"), help="results folder (default: $OUT)")
-    parser.add_argument("--steps", default=",".join(STEPS), help="comma-separated, of " + ", ".join(STEPS))
+    parser.add_argument("--steps", default="resume+tests,main,fast,cells",
+                        help="comma-separated groups of " + ", ".join(STEPS) + "; a group's steps joined by + run at once")
     parser.add_argument("--tiny", action="store_true", help="tiny sizes on ml-100k (always without a GPU)")
     parser.add_argument("--data-path", default=None, help="the folder holding ml-1m/ (default $RECRUNNER_DATA_PATH)")
+    parser.add_argument("--budget", type=float, default=None, help="seconds for the whole check (default: no limit)")
     args = parser.parse_args(argv)
+    groups = args.steps.split(",")
+    unknown = sorted({name for group in groups for name in group.split("+")} - set(STEPS))
+    if unknown:
+        parser.error(f"unknown step {', '.join(unknown)}: choose from {', '.join(STEPS)}")
     check = Check(args)
     started, table = time.perf_counter(), {}
-    for name in args.steps.split(","):
-        began = time.perf_counter()
-        rows = STEPS[name](check)
-        rows[f"{name}: step time"] = f"{time.perf_counter() - began:.0f} s"
-        (check.out / "steps" / f"{name}.json").write_text(json.dumps(rows, indent=1))
-        table.update(rows)
-        print(f"gpu_check: {name} done in {time.perf_counter() - began:.0f} s", flush=True)
-    title = f"# GPU check on {check.device} ({check.versions}, {'tiny sizes, ml-100k' if check.tiny else 'ml-1m'})"
-    lines = [title, "", "| check | result |", "|---|---|"] + [f"| {k} | {v} |" for k, v in table.items()]
-    lines.append(f"\nwhole check: {time.perf_counter() - started:.0f} s")
-    (check.out / "gpu_check.md").write_text("\n".join(lines) + "\n")
-    (check.out / "gpu_check.json").write_text(json.dumps({"device": check.device, "tiny": check.tiny, **table}, indent=1))
-    print("\n".join(lines))
+    for index, group in enumerate(groups):
+        table.update(run_group(check, group))
+        text = write_table(check, table, time.perf_counter() - started, groups[index + 1:])
+    print(text)
     return 0
 
 
