@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -180,9 +181,10 @@ def compare_runs(one: Path | None, other: Path | None) -> str:
 def tests(check: Check) -> dict:
     code, _ = check.python(["-m", "pytest", "-q", "-p", "no:cacheprovider", *_workers(), *DEVICE_TESTS], 420, log="tests")
     log = check.out / "logs" / "tests.log"
-    tail = log.read_text().strip().splitlines()[-1:] if log.is_file() else []
+    summary = [line for line in log.read_text().splitlines() if re.search(r"\d+ (passed|failed|error)", line)] \
+        if log.is_file() else []  # pytest's last line (plugins may warn after it)
     verdict = "passed" if code == 0 else "TIMED OUT" if code == 124 else "FAILED"
-    return {"device tests": f"{verdict}: {tail[0] if tail else ''}"}
+    return {"device tests": f"{verdict}: {summary[-1].strip(' =') if summary else ''}"}
 
 
 def _workers() -> list[str]:

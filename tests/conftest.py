@@ -103,5 +103,5 @@ def trainer_and_data(workspace, model_name: str, params: dict, callbacks=()):
     init_seed(config["seed"], config["reproducibility"])
     train, valid, test = data_preparation(config, create_dataset(config))
     init_seed(config["seed"], config["reproducibility"])
-    model = get_model(model_name)(config, train._dataset)
+    model = get_model(model_name)(config, train._dataset).to(config["device"])
     return prepared.trainer_class(config, model, callbacks=callbacks), train, valid, test

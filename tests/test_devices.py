@@ -67,12 +67,14 @@ def test_a_checkpoint_whose_tensors_arrive_on_another_device_resumes_exactly(wor
     assert (resumed.best_epoch, resumed.test) == (reference.best_epoch, reference.test)
 
 
-def test_a_gpu_run_resumes_on_a_cpu_with_one_warning(workspace):
+def test_a_run_saved_with_another_cuda_device_count_resumes_with_one_warning(workspace):
+    """A GPU run resumed on a CPU (on a GPU machine: a run of one more GPU than it has)."""
+    present = torch.cuda.device_count() if torch.cuda.is_available() else 0
     reference = run_experiment(Experiment("BPR", "ml-100k", EPOCHS_3), workspace, console=False)
     checkpoints = reference.run_dir / "checkpoints"
     state = torch.load(checkpoints / "epoch-0000.pth", weights_only=True)
-    state["rng"]["cuda"] = [torch.zeros(16, dtype=torch.uint8)]  # what a run on one GPU saves
-    checkpoint.save_atomic(state, checkpoints / "last.pth")  # as if it had stopped after epoch 0 on a GPU
+    state["rng"]["cuda"] = [torch.zeros(16, dtype=torch.uint8)] * (present + 1)  # what a run on more GPUs saves
+    checkpoint.save_atomic(state, checkpoints / "last.pth")  # as if it had stopped after epoch 0 there
     for newer in ("epoch-0001.pth", "epoch-0002.pth"):
         (checkpoints / newer).unlink()
     metrics = reference.run_dir / "metrics.json"
@@ -83,7 +85,7 @@ def test_a_gpu_run_resumes_on_a_cpu_with_one_warning(workspace):
     assert resumed.status == "ok" and resumed.test == reference.test  # the CPU's random state was restored
     log = (resumed.run_dir / "run.log").read_text()
     assert "continuing at epoch 1" in log
-    assert log.count("holds the random state of 1 CUDA device, this process has none") == 1
+    assert log.count(rng.cuda_plan(present + 1, present)) == 1
 
 
 def test_cuda_states_are_restored_only_on_as_many_devices():
@@ -162,7 +164,8 @@ def test_a_model_without_a_deterministic_kernel_fails_before_training_in_one_lin
                                       "--set", "embedding_size=8", "epochs=2"])
 
     assert code == 2
-    assert "deterministic: BPR uses index_add_cuda_ in training, which has no deterministic kernel on cpu" in out
+    where = "cuda" if torch.cuda.is_available() else "cpu"  # the run's device (bench/gpu_check.py runs this on a GPU)
+    assert f"deterministic: BPR uses index_add_cuda_ in training, which has no deterministic kernel on {where}" in out
     assert "Traceback" not in out + err
     record = json.loads(next((tmp_path / "runs").rglob("metrics.json")).read_text())
     assert record["status"] == "failed" and record["epochs_trained"] == 0
@@ -181,8 +184,9 @@ def test_the_record_the_tables_and_the_final_line_say_where_a_run_trained(base_a
 
     assert code == 0
     record = json.loads(next((tmp_path / "runs").rglob("metrics.json")).read_text())
-    assert record["device"]["device"] == "cpu" and record["device"]["peak_memory_mb"] > 0
-    assert "on cpu, peak " in out and " RSS" in out
+    where, memory = ("cuda:0", " allocated") if torch.cuda.is_available() else ("cpu", " RSS")  # the GPU check: a GPU
+    assert record["device"]["device"] == where and record["device"]["peak_memory_mb"] > 0
+    assert f"on {where}, peak " in out and memory in out
     csv = next((tmp_path / "runs").rglob("results.csv")).read_text().splitlines()
     assert {"device", "device_name", "peak_memory_mb"} <= set(csv[0].split(","))
 
