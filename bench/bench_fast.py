@@ -19,7 +19,7 @@ Each measurement is a fresh process that builds RecBole's config, data and model
 the whole epoch (batches per epoch / N; the compile time is not scaled): for the main job's SASRec an exact epoch is minutes on a CPU.
 The settings are the models' RecBole defaults with recrunner's config layers (configs/): SASRec is the main job.
 `--precision` sets `fast_precision` (default auto); `--no-limits` sets aside fast mode's per-model tables
-(`LIMITS`, `CPU_GAINS`, `EAGER_SCORING`) in the measuring process, to measure what `auto` leaves out.
+(recrunner/training/fast/facts.py's `FACTS`) in the measuring process, to measure what `auto` leaves out.
 Each fast process compiles into an empty cache, the compile time of a first run; `--warm-cache` runs the
 fast process once before the measured one, into the same cache: what the later cells of a sweep pay.
 """
@@ -68,6 +68,7 @@ def one_run(fast: bool, model: str, dataset: str, epochs: int, max_batches: int 
 
     os.chdir(workdir)
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache or str(workdir / "compile-cache")  # cold unless --warm-cache
+    import torch
     from recbole.config import Config
     from recbole.data import create_dataset, data_preparation
     from recbole.utils import get_model, init_seed
@@ -75,13 +76,12 @@ def one_run(fast: bool, model: str, dataset: str, epochs: int, max_batches: int 
     from recrunner.seams.config import recbole_argv_cleared
     from recrunner.seams.environment import quiet_known_warnings
     from recrunner.seams.loaders import vectorise_loaders
-    from recrunner.training.fast import plan as fast_mode
+    from recrunner.training.fast import facts
     from recrunner.training.loop.trainer import CustomTrainer
 
     if not limits:  # as if the model had been measured faster and nothing limited it
-        fast_mode.LIMITS.pop(model, None)
-        fast_mode.CPU_GAINS[model] = "--no-limits"
-        fast_mode.EAGER_SCORING.pop(model, None)
+        device_type = "cuda" if torch.cuda.is_available() else "cpu"
+        facts.FACTS[model] = (facts.Fact("speed", "accelerate", device_type, "this machine", "--no-limits"),)
     quiet_known_warnings()
     from recrunner.config.layers import layered_params
 

@@ -4,12 +4,12 @@
 
 For each model: one epoch at the tiny settings of tests/tiny_models.py on ml-100k, through
 `run_experiment`, once exact and once with `fast: true` and `fast_compile: true` (on a CPU, `auto`
-compiles only the models measured faster, `CPU_GAINS`; this matrix asks whether compiling works). A model is
+compiles only the models measured faster on a CPU, recrunner/training/fast/facts.py; this matrix asks whether compiling works). A model is
 
     compiled  the fast run finished with every accelerated method compiled
     eager     it finished, but the compiler failed on a method, which ran eagerly (the reason is shown)
-    exact     fast mode does nothing for it (fitted in one pass, or recrunner.training.fast.plan.LIMITS)
-    fails     the fast run failed where the exact run did not: a model for LIMITS
+    exact     fast mode does nothing for it (fitted in one pass, or recrunner.training.fast.facts.FACTS)
+    fails     the fast run failed where the exact run did not: a model for FACTS (kind cannot)
     both fail neither run finished (as in bench/model_matrix.py)
 
 Also shown: the largest relative difference of a test metric between the two runs (at one

@@ -8,7 +8,7 @@ test with the best weights) through `run_experiment`, exact and with `fast: true
 model, the test value of its `valid_metric` (the metric runs are selected on) over the seeds:
 exact mean, std and range; fast mean, std and range; whether the fast mean lies within the
 exact seeds' range; and Welch's t-test p-value for the two means (scipy). A model whose fast mean lies outside it is a candidate for
-recrunner.training.fast.plan.LIMITS.
+recrunner.training.fast.facts.FACTS.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from recrunner import ConfigError, Experiment, Workspace, run_experiment
+from recrunner.training.fast import facts
 from recrunner.training.fast import plan as fast
 from recrunner.training.fast.apply import FastMethod, accelerate, scaled_loss
 from recrunner.training.loop.optimizer import OptimizerStep
@@ -26,7 +27,7 @@ from .test_resume import _killed_run
     ("cuda", False, "fp16", True),   # older GPUs: fp16 with a gradient scaler
 ])
 def test_auto_precision_follows_the_device(device, native, precision, scaler, monkeypatch):
-    monkeypatch.setitem(fast.CPU_GAINS, "Caser", "measured faster")
+    monkeypatch.setitem(facts.FACTS, "Caser", (facts.Fact("speed", "accelerate", "cpu", "a CPU", "measured faster"),))
     plan = choose(device_type=device, native_bf16=native, model="Caser")
     assert (plan.precision, plan.compile, plan.scaler) == (precision, True, scaler)
     assert plan.reason
@@ -50,26 +51,61 @@ def test_on_a_cpu_auto_accelerates_only_the_models_measured_faster():
     assert choose(precision="bf16", native_bf16=True, model="NeuMF").precision == "bf16"
     assert choose(device_type="cuda", native_bf16=True, model="NeuMF").compile  # a GPU: the device's rules
     sasrec = choose(native_bf16=True, model="SASRec")
-    assert (sasrec.precision, sasrec.compile) == ("fp32", True) and "SASRec" in fast.CPU_GAINS
+    assert (sasrec.precision, sasrec.compile) == ("fp32", True) and "SASRec" in facts.accelerated_on("cpu")
+
+
+def _facts(*entries):
+    return tuple(facts.Fact(kind, acts, device, f"a {device}", why) for kind, acts, device, why in entries)
+
+
+def test_facts_apply_on_the_device_they_were_measured_on_and_limits_on_every_device(monkeypatch):
+    monkeypatch.setitem(facts.FACTS, "Slow", _facts(("speed", "exact", "cpu", "0.7x an epoch")))
+    monkeypatch.setitem(facts.FACTS, "Sparse", _facts(("cannot", "fp32", "cpu", "its sparse products refuse bf16"),
+                                                       ("speed", "accelerate", "cpu", "1.5x")))
+    monkeypatch.setitem(facts.FACTS, "Picky", _facts(("quality", "fp32 unless asked", "cpu", "bf16 lowered MRR@10"),
+                                                      ("speed", "accelerate", "cpu", "2x"),
+                                                      ("speed", "accelerate", "cuda", "1.4x on a GPU")))
+    assert choose(native_bf16=True, model="Slow").changes_nothing  # measured slower on a CPU: exact there
+    on_gpu = choose(device_type="cuda", native_bf16=True, model="Slow")  # nothing measured on a GPU: its defaults
+    assert (on_gpu.precision, on_gpu.compile) == ("bf16", True)
+    assert on_gpu.reason.startswith("nothing measured of Slow on cuda: the device's defaults")
+    assert "not applied on cuda: 1 fact measured on a cpu (speed)" in on_gpu.reason
+    sparse = choose(device_type="cuda", native_bf16=True, model="Sparse")  # a kernel's limit holds everywhere
+    assert (sparse.precision, sparse.compile) == ("fp32", True) and "refuse bf16 [a cpu]" in sparse.reason
+    picky_cpu, picky_gpu = (choose(device_type=d, native_bf16=True, model="Picky") for d in ("cpu", "cuda"))
+    assert picky_cpu.precision == "fp32" and "lowered" in picky_cpu.reason
+    assert picky_gpu.precision == "bf16" and picky_gpu.reason.startswith("faster on cuda: 1.4x on a GPU [a cuda]")
+    assert "not applied on cuda: 2 facts measured on a cpu (quality, speed)" in picky_gpu.reason
+
+
+def test_the_main_job_on_a_gpu_is_decided_by_what_was_measured_on_a_gpu():
+    """On an H200, fp32 compiled was slower than exact mode and bf16 compiled 1.43x (BENCHMARKS.md): the
+    CPU's `fp32 unless asked` facts (no bf16 speed there, bf16 quality over 3 seeds) do not decide on a GPU."""
+    sasrec = choose(device_type="cuda", native_bf16=True, model="SASRec")
+    assert (sasrec.precision, sasrec.compile, sasrec.compile_scoring) == ("bf16", True, True)
+    assert "[NVIDIA H200]" in sasrec.describe() and "not applied on cuda: 3 facts" in sasrec.describe()
+    gru = choose(device_type="cuda", native_bf16=True, model="GRU4Rec")  # slower on a CPU; not measured on a GPU
+    assert (gru.precision, gru.compile) == ("bf16", True)
 
 
 def test_models_that_cannot_gain_run_exactly_or_eagerly_and_say_why(monkeypatch):
-    for model in ("Odd", "Graphy", "Mixed", "Picky"):  # measured faster on a CPU, but limited
-        monkeypatch.setitem(fast.CPU_GAINS, model, "measured faster")
     bpr = choose(precision="bf16", native_bf16=True, model="BPR")  # measured slower in fast mode: exact
     assert (bpr.precision, bpr.compile) == ("fp32", False) and "data loader" in bpr.reason
     one_pass = choose(native_bf16=True, model="Pop", single_pass=True)
     assert (one_pass.precision, one_pass.compile) == ("fp32", False) and "one pass" in one_pass.reason
-    monkeypatch.setitem(fast.LIMITS, "Odd", ("exact", "its loss overflows in bf16"))
-    monkeypatch.setitem(fast.LIMITS, "Graphy", ("eager", "the compiler cannot trace its sparse ops"))
-    monkeypatch.setitem(fast.LIMITS, "Mixed", ("fp32", "its sparse products refuse bf16"))
+    faster = ("speed", "accelerate", "cpu", "measured faster")  # measured faster on a CPU, but limited
+    monkeypatch.setitem(facts.FACTS, "Odd", _facts(faster, ("speed", "exact", "cpu", "its loss overflows in bf16")))
+    monkeypatch.setitem(facts.FACTS, "Graphy", _facts(faster, ("cannot", "eager", "cpu", "the compiler cannot trace "
+                                                                                         "its sparse ops")))
+    monkeypatch.setitem(facts.FACTS, "Mixed", _facts(faster, ("cannot", "fp32", "cpu", "its sparse products refuse bf16")))
     odd = choose(native_bf16=True, model="Odd")
     assert (odd.precision, odd.compile) == ("fp32", False) and "overflows" in odd.reason
     graphy = choose(native_bf16=True, model="Graphy")
     assert (graphy.precision, graphy.compile) == ("bf16", False) and "sparse ops" in graphy.reason
     mixed = choose(native_bf16=True, model="Mixed")
     assert (mixed.precision, mixed.compile) == ("fp32", True) and "refuse bf16" in mixed.reason
-    monkeypatch.setitem(fast.LIMITS, "Picky", ("quality", "bf16 lowered its MRR@10"))
+    monkeypatch.setitem(facts.FACTS, "Picky", _facts(faster, ("quality", "fp32 unless asked", "cpu",
+                                                              "bf16 lowered its MRR@10")))
     picky = choose(native_bf16=True, model="Picky")  # fp32 unless asked: the user may trade quality for speed
     assert (picky.precision, picky.compile) == ("fp32", True) and "lowered" in picky.reason
     asked = choose(precision="bf16", native_bf16=True, model="Picky")
@@ -89,9 +125,11 @@ def test_plans_that_change_nothing_count_as_exact_for_resuming():
 
 
 def test_models_whose_compiled_scoring_was_slower_score_eagerly(monkeypatch):
-    ngcf = choose(device_type="cuda", native_bf16=True, model="NGCF")  # validation 0.67x compiled on ml-1m
+    ngcf = choose(compile=True, native_bf16=True, model="NGCF")  # validation 0.67x compiled on ml-1m, on a CPU
     assert (ngcf.precision, ngcf.compile, ngcf.compile_scoring) == ("fp32", True, False)
     assert "scoring eager" in ngcf.describe() and "0.67x" in ngcf.reason
+    on_gpu = choose(device_type="cuda", native_bf16=True, model="NGCF")  # measured on a CPU only: scoring compiled
+    assert (on_gpu.precision, on_gpu.compile_scoring) == ("fp32", True) and "not applied on cuda" in on_gpu.reason
     assert choose(compile=False, model="NGCF").compile_scoring  # nothing compiled: nothing to say of scoring
     model = _Scorer()
     accelerate(model, ngcf)
@@ -228,6 +266,7 @@ def test_a_killed_fast_run_resumes_to_the_uninterrupted_fast_result(workspace, t
     assert not any(key.startswith("_orig_mod") for key in state["state_dict"])
     assert "fast=true" in reference.run_dir.name  # part of the run's identity
     assert (workspace.output_dir / ".cache" / "compile").is_dir()
+    assert record["compile_seconds"] > 0 and "fast mode: compiling took" in (reference.run_dir / "run.log").read_text()
 
     killed = Workspace(tmp_path / "killed-runs", workspace.data_path, workspace.config_dir)
     _killed_run(killed, "SASRec", params, 1, "after-epoch")
@@ -251,7 +290,8 @@ def test_fast_mode_composes_with_accumulation_the_lr_schedule_and_the_guard(work
     record = json.loads((result.run_dir / "metrics.json").read_text())
     assert record["provenance"]["fast"]["precision"] == "bf16" and not record["provenance"]["fast"]["compile"]
     log = (result.run_dir / "run.log").read_text()
-    assert "fast mode: bf16, eager (fast_precision bf16 (auto would be fp32:" in log  # SASRec: bf16 asked for
+    assert "fast mode: bf16, eager (faster on cpu: " in log  # the fact that decided, and where it was measured
+    assert "; fast_precision bf16 (auto would be fp32:" in log  # SASRec: bf16 asked for
     exact = run_experiment(Experiment("SASRec", "ml-100k", {**params, "fast": False}), workspace, console=False)
     losses = [[row["loss"] for row in read_history(run.run_dir / "history.jsonl")[1:]] for run in (exact, result)]
     assert losses[0] != losses[1]  # trained in bf16: fast mode is not exact mode

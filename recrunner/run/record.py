@@ -83,6 +83,7 @@ class RunRecord:
     data_seconds: float | None = None
     train_seconds: float | None = None               # TrainingState.train_seconds: every process's epochs
     test_seconds: float | None = None
+    compile_seconds: float | None = None            # fast mode: torch.compile's share of train and test
 
     @property
     def seconds(self) -> float | None:

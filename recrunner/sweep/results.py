@@ -29,8 +29,8 @@ from ..report.tables import ResultTable, best_configurations
 
 ID_COLUMNS = ("cell", "model", "dataset")
 TAIL_COLUMNS = ("status", "error", "best_epoch", "epochs_trained", "epochs_to_best", "seconds_to_best",
-                "under_trained", "data_seconds", "train_seconds", "test_seconds", "seconds", "device", "device_name",
-                "peak_memory_mb", "protocol")
+                "under_trained", "data_seconds", "train_seconds", "test_seconds", "compile_seconds", "seconds", "device",
+                "device_name", "peak_memory_mb", "protocol")
 
 
 _READ = object()  # cell_row's default: read the record from run_dir
@@ -49,7 +49,7 @@ def cell_row(cell_id: str, model: str, dataset: str, params: dict, swept, run_di
     row["status"] = (record.status if record else Status.FAILED if error else Status.PENDING).value
     row["error"] = (record.error if record else None) or error
     for key in ("max_epochs", "best_epoch", "epochs_trained", "epochs_to_best", "seconds_to_best", "under_trained", "data_seconds",
-                "train_seconds", "test_seconds", "valid_metric", "protocol"):
+                "train_seconds", "test_seconds", "compile_seconds", "valid_metric", "protocol"):
         row[key] = getattr(record, key) if record else None
     row["seconds"] = record.seconds if record else None
     usage = (record.device if record else None) or {}

@@ -150,3 +150,22 @@ def compiler_reason(exc: BaseException) -> str:
 def _is_compiler_error(exc: BaseException) -> bool:
     module = type(exc).__module__ or ""
     return module.startswith(("torch._dynamo", "torch._inductor", "torch.fx"))
+
+
+class CompileClock:
+    """The seconds a run spends compiling: torch's own count of its compiles (dynamo's, inductor's
+    included), from the clock's start; 0 where this torch keeps no such count."""
+
+    def __init__(self):
+        self.start = _compiled_so_far()
+
+    def seconds(self) -> float:
+        return round(_compiled_so_far() - self.start, 1)
+
+
+def _compiled_so_far() -> float:
+    try:
+        from torch._dynamo.utils import compilation_time_metrics
+    except ImportError:
+        return 0.0
+    return float(sum(compilation_time_metrics.get("_compile.compile_inner", ())))

@@ -8,14 +8,13 @@ and says what it changed. What it does, and the one place each decision is made:
 | precision and compile        | `choose` (pure)      | `fast_precision: auto`: bf16 on a CPU with native bf16   |
 |                              |                      | (avx512_bf16 / amx_bf16), else fp32; on CUDA bf16 where  |
 |                              |                      | the GPU has it, else fp16 with a gradient scaler.        |
-|                              |                      | `fast_compile: auto`: compile (on a CPU: CPU_GAINS only) |
-| which models on a CPU        | `CPU_GAINS`          | `auto` accelerates only the models bench/bench_fast.py   |
-|                              |                      | measured faster on a CPU; the others run exactly and say |
-|                              |                      | so (an explicit fast_precision/fast_compile still acts)  |
-| which models                 | `LIMITS`             | measured by bench/fast_matrix.py; a model listed there   |
-|                              |                      | runs as the table says, with one log line saying why     |
-| which scoring stays eager    | `EAGER_SCORING`      | measured by bench/bench_fast.py: compiled, its scoring   |
-|                              |                      | was slower (a call's overhead outweighs a cheap method)  |
+|                              |                      | `fast_compile: auto`: compile                            |
+| what each model can and gains| `FACTS` (facts.py)   | one fact at a time: a kernel or compiler limit (every    |
+|                              |                      | device), a speed or a quality measurement (the device it |
+|                              |                      | was measured on only); the log line names the facts that |
+|                              |                      | decided and the device each was measured on              |
+| which models on a CPU        | `facts.CPU_DEFAULT`  | `auto` accelerates only the models measured faster on a  |
+|                              |                      | CPU; a GPU with no fact of a model gets its defaults     |
 | what is accelerated          | `accelerate`         | `calculate_loss` (training), `predict` and               |
 |                              |                      | `full_sort_predict` (validation and test), wrapped as    |
 |                              |                      | instance attributes: state_dict keys are unchanged       |
@@ -23,7 +22,7 @@ and says what it changed. What it does, and the one place each decision is made:
 |                              |                      | ties that moved SASRec's test MRR@10 by up to 0.0012 on  |
 |                              |                      | the same weights (bench/fast_scoring.py)                 |
 | random numbers               | `_eager_random`      | compiled code draws dropout masks from torch's generator,|
-|                              | (accelerate.py)      | as exact mode does: a seed means the same in both modes  |
+|                              | (apply.py)           | as exact mode does: a seed means the same in both modes  |
 | fp16 gradients               | `OptimizerStep`      | torch's GradScaler; its state is saved in last.pth       |
 
 Compiling: with dynamic shapes, one graph for every batch size (RecBole's last batch, evaluation
@@ -43,49 +42,9 @@ import torch
 from ...config.checks import FAST_PRECISIONS as PRECISIONS
 from ...config.params import setting
 from ...core.errors import ConfigError
+from .facts import CPU_DEFAULT, Fact, facts_of
 
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-
-# Models whose fast mode is limited, from bench/fast_matrix.py and bench/fast_seeds.py (docs/fast.md):
-# model -> (what runs: "eager" = the chosen precision, not compiled; "fp32" = compiled in fp32;
-# "quality" = compiled in fp32 unless `fast_precision` names a precision (bf16 measured lower quality);
-# "exact" = no fast mode; why).
-_SPARSE_BF16 = "its sparse matrix products refuse bf16"
-_SCATTER_BF16 = "its scatter mixes bf16 and fp32 tensors"
-LIMITS: dict[str, tuple[str, str]] = {
-    "GRU4Rec": ("exact", "its GRU is one fused kernel already; bf16 and compiling made an epoch 0.80x as fast"),
-    "BPR": ("exact", "its epoch is the data loader and two embedding lookups; bf16 and compiling made an epoch "
-                     "0.72x as fast on ml-100k and 0.76x on ml-1m"),
-    "LightGCN": ("exact", "its epoch is sparse matrix products and the data loader; compiling made an epoch 0.77x as "
-                          "fast on ml-100k and 0.98x on ml-1m"),
-    **{model: ("fp32", _SPARSE_BF16) for model in ("DGCF", "GCMC", "KGIN", "MCCLK", "NCL", "NGCF", "SGL",
-                                                    "SpectralCF")},
-    "S3Rec": ("eager", "its pre-training loss loops over the batch in Python, which the compiler unrolls (stopped "
-                       "after 14 minutes of compiling)"),
-    **{model: ("fp32", _SCATTER_BF16) for model in ("GRU4RecCPR", "RepeatNet", "SASRecCPR")},
-    "SASRec": ("quality", "bf16 added no speed to compiling on a CPU (2.08x against 2.10x) and its 3 seeds' test "
-                          "MRR@10 left the exact range"),
-    "BERT4Rec": ("quality", "bf16 added no speed to compiling on a CPU (1.97x against 2.24x) and its 3 seeds' test "
-                            "MRR@10 left the exact range"),
-}
-# Models bench/bench_fast.py measured faster per epoch in fast mode on this project's CPU (2 cores, avx512_bf16):
-# model -> the epoch's speed-up. On a CPU, `auto` leaves every other model exact: compiled, most other models
-# measured were slower (_SLOWER_COMPILED), a compiled call's fixed overhead outweighing their small products.
-CPU_GAINS: dict[str, str] = {
-    "SASRec": "2.10-2.28x on ml-100k, 2.12x on ml-1m",
-    "BERT4Rec": "2.24-2.32x on ml-100k, 2.93x on ml-1m",
-    "LightSANs": "2.59x on ml-100k",
-    "NextItNet": "1.67x on ml-100k",
-    "FDSA": "1.62x on ml-100k",
-    "SASRecF": "1.56x on ml-100k",
-    "SRGNN": "1.28x on ml-100k (the compile time repaid after 6 epochs)",
-}
-_SLOWER_COMPILED = "compiled, an epoch of NeuMF was 0.64x as fast, DeepFM's 0.78x, BPR's 0.72x on ml-100k"
-
-# Models whose scoring (predict, full_sort_predict) runs eagerly when their loss is compiled -> why.
-_CACHED_SCORES = ("it scores from embeddings computed once per validation, a user per call on ml-1m: compiled, "
-                  "each call's overhead made validation {}x as fast")
-EAGER_SCORING: dict[str, str] = {"NGCF": _CACHED_SCORES.format("0.67"), "SGL": _CACHED_SCORES.format("0.81")}
 
 METHODS = ("calculate_loss", "predict", "full_sort_predict")  # what fast mode accelerates
 
@@ -97,7 +56,7 @@ class FastPlan:
     precision: str = "fp32"   # bf16 | fp16 | fp32: the autocast dtype of the training loss
     compile: bool = False     # torch.compile the accelerated methods
     scaler: bool = False      # fp16: a gradient scaler
-    compile_scoring: bool = True  # with compile: predict and full_sort_predict too (False: eager, EAGER_SCORING)
+    compile_scoring: bool = True  # with compile: predict and full_sort_predict too (False: eager, facts.py)
     reason: str = ""          # why this plan (device, model limits), one line
 
     @property
@@ -121,8 +80,8 @@ class FastPlan:
 
 
 def choose(*, precision: str = "auto", compile="auto", device_type: str = "cpu", native_bf16: bool = False,
-           model: str = "", single_pass: bool = False) -> FastPlan | None:
-    """The fast plan for one run (pure); None: the run is exact (with the reason logged by the caller).
+           model: str = "", single_pass: bool = False) -> FastPlan:
+    """The fast plan for one run (pure), from the model's facts that hold on `device_type` (facts.py).
 
     `native_bf16`: the device computes bf16 natively (a CPU's avx512_bf16/amx_bf16; a GPU's
     `torch.cuda.is_bf16_supported()`).
@@ -133,17 +92,25 @@ def choose(*, precision: str = "auto", compile="auto", device_type: str = "cpu",
         raise ConfigError(f"fast_compile must be auto, true or false, got {compile!r}")
     if single_pass:
         return FastPlan(reason=f"{model} is fitted in one pass without a training loop: nothing to accelerate")
-    limit, why = LIMITS.get(model, (None, ""))
-    if limit == "exact":
-        return FastPlan(reason=f"{model} runs exactly: {why}")
-    if device_type == "cpu" and model not in CPU_GAINS and precision == "auto" and compile == "auto":
-        return FastPlan(reason=f"{model} runs exactly: on a CPU, fast mode acts only where it was measured faster, and "
-                               f"most models measured were not ({_SLOWER_COMPILED}); fast_compile: true or "
-                               "fast_precision tries it anyway")
-    reasons = []
-    if limit == "fp32" or (limit == "quality" and precision == "auto"):
+    here, elsewhere = facts_of(model, device_type)
+    first = {}
+    for fact in here:
+        first.setdefault(fact.acts, fact)
+    unused = [_not_applied(elsewhere, device_type)] if elsewhere else []
+    if "exact" in first:
+        return FastPlan(reason="; ".join([f"{model} runs exactly on {device_type}: {first['exact'].text()}", *unused]))
+    faster = first.get("accelerate")
+    if device_type == "cpu" and faster is None and precision == "auto" and compile == "auto":
+        return FastPlan(reason=f"{model} runs exactly: {CPU_DEFAULT}; fast_compile: true or fast_precision tries it anyway")
+    reasons = [f"faster on {device_type}: {faster.text()}"] if faster else \
+        [f"nothing measured of {model} on {device_type}: the device's defaults"] if device_type != "cpu" else []
+    prefer_fp32 = [f.text() for f in here if f.acts == "fp32 unless asked"]
+    if "fp32" in first:
         precision = "fp32"
-        reasons.append(f"fp32: {why}" + ("; fast_precision: bf16 trades that for speed" if limit == "quality" else ""))
+        reasons.append(f"fp32: {first['fp32'].text()}")
+    elif prefer_fp32 and precision == "auto":
+        precision = "fp32"
+        reasons.append(f"fp32: {'; '.join(prefer_fp32)}; fast_precision: bf16 trades that for speed")
     elif precision == "auto":
         if device_type == "cuda":
             precision = "bf16" if native_bf16 else "fp16"
@@ -152,15 +119,24 @@ def choose(*, precision: str = "auto", compile="auto", device_type: str = "cpu",
             precision = "bf16" if native_bf16 else "fp32"
             reasons.append("this CPU " + ("has native bf16" if native_bf16 else "has no native bf16"))
     else:
-        reasons.append(f"fast_precision {precision}" + (f" (auto would be fp32: {why})" if limit == "quality" else ""))
-    compiled = compile is not False and limit != "eager"
-    if limit == "eager" and compile is not False:
-        reasons.append(f"not compiled: {why}")
-    scoring = not (compiled and model in EAGER_SCORING)
+        reasons.append(f"fast_precision {precision}" + (f" (auto would be fp32: {'; '.join(prefer_fp32)})"
+                                                        if prefer_fp32 else ""))
+    compiled = compile is not False and "eager" not in first
+    if "eager" in first and compile is not False:
+        reasons.append(f"not compiled: {first['eager'].text()}")
+    scoring = not (compiled and "eager scoring" in first)
     if not scoring:
-        reasons.append(f"scoring eager: {EAGER_SCORING[model]}")
+        reasons.append(f"scoring eager: {first['eager scoring'].text()}")
     return FastPlan(precision, compiled, scaler=precision == "fp16" and device_type == "cuda", compile_scoring=scoring,
-                    reason="; ".join(reasons))
+                    reason="; ".join(reasons + unused))
+
+
+def _not_applied(facts: list[Fact], device_type: str) -> str:
+    """`not applied on cuda: 3 facts measured on <machine> (quality, speed)` (pure)."""
+    machines = sorted({f.machine for f in facts})
+    kinds = sorted({f.kind for f in facts})
+    return (f"not applied on {device_type}: {len(facts)} fact{'s' if len(facts) != 1 else ''} measured on "
+            f"{' and '.join(machines)} ({', '.join(kinds)})")
 
 
 def plan_for(config, model_name: str, single_pass: bool = False) -> FastPlan | None:

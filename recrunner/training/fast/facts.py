@@ -1,0 +1,109 @@
+"""What fast mode knows of each model: one fact at a time, each with the device it was measured on.
+
+Three kinds of fact, kept apart because they travel differently between devices:
+
+| kind      | what it says                                      | on which devices `choose` applies it          |
+|-----------|---------------------------------------------------|-----------------------------------------------|
+| `cannot`  | a kernel refuses a precision, the compiler fails  | every device: measured on one, assumed on the |
+|           |                                                   | others until measured there (what refuses bf16 |
+|           |                                                   | on a CPU is not tried on a GPU blind)         |
+| `speed`   | fast mode measured faster or slower per epoch     | the device type it was measured on only       |
+| `quality` | a precision moved the test metrics out of the     | the device type it was measured on only       |
+|           | exact range over seeds                            |                                               |
+
+What a fact makes `auto` do (`acts`):
+
+| acts             | the plan                                                         | an explicit setting   |
+|------------------|------------------------------------------------------------------|-----------------------|
+| `exact`          | no fast mode (measured slower on this device)                    | still exact           |
+| `fp32`           | compiled in fp32 (`cannot`: a kernel refuses bf16)               | still fp32            |
+| `fp32 unless asked` | compiled in fp32 (`speed`: bf16 no faster; `quality`: worse) | `fast_precision` wins |
+| `eager`          | the chosen precision, not compiled (the compiler fails)         | still eager           |
+| `eager scoring`  | the loss compiled, scoring eager (compiled scoring was slower)   |                       |
+| `accelerate`     | measured faster on this device (on a CPU, `auto` accelerates     |                       |
+|                  | only these: most models measured there were slower)              |                       |
+
+A device type with no fact of a model gets the device's defaults: on a GPU, bf16 (fp16 with a
+gradient scaler where the GPU has no bf16) and compiled. bench/bench_fast.py, bench/fast_matrix.py
+and bench/fast_seeds.py measure the facts (docs/fast.md has their tables); the GPU check
+(bench/gpu_check.py) measures the main job on a GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CPU = "2-core CPU, avx512_bf16"  # the project's development machine (BENCHMARKS.md)
+H200 = "NVIDIA H200"
+KINDS = ("cannot", "speed", "quality")
+ACTS = ("exact", "fp32", "fp32 unless asked", "eager", "eager scoring", "accelerate")
+
+
+@dataclass(frozen=True)
+class Fact:
+    kind: str         # cannot | speed | quality
+    acts: str         # what it makes `auto` do (ACTS)
+    device_type: str  # cpu | cuda: where it was measured
+    machine: str      # that device, in words
+    why: str          # what was measured
+
+    def applies_on(self, device_type: str) -> bool:
+        return self.kind == "cannot" or self.device_type == device_type
+
+    def text(self) -> str:
+        """`what was measured [the machine it was measured on]`"""
+        return f"{self.why} [{self.machine}]"
+
+
+def _cpu(kind: str, acts: str, why: str) -> Fact:
+    return Fact(kind, acts, "cpu", CPU, why)
+
+
+_SPARSE_BF16 = _cpu("cannot", "fp32", "its sparse matrix products refuse bf16")
+_SCATTER_BF16 = _cpu("cannot", "fp32", "its scatter mixes bf16 and fp32 tensors")
+_CACHED_SCORES = ("it scores from embeddings computed once per validation, a user per call on ml-1m: compiled, "
+                  "each call's overhead made validation {}x as fast")
+
+FACTS: dict[str, tuple[Fact, ...]] = {
+    "GRU4Rec": (_cpu("speed", "exact", "its GRU is one fused kernel already; bf16 and compiling made an epoch 0.80x "
+                                       "as fast"),),
+    "BPR": (_cpu("speed", "exact", "its epoch is the data loader and two embedding lookups; bf16 and compiling made an "
+                                   "epoch 0.72x as fast on ml-100k and 0.76x on ml-1m"),),
+    "LightGCN": (_cpu("speed", "exact", "its epoch is sparse matrix products and the data loader; compiling made an "
+                                        "epoch 0.77x as fast on ml-100k and 0.98x on ml-1m"),),
+    **{model: (_SPARSE_BF16,) for model in ("DGCF", "GCMC", "KGIN", "MCCLK", "NCL", "SpectralCF")},
+    "NGCF": (_SPARSE_BF16, _cpu("speed", "eager scoring", _CACHED_SCORES.format("0.67"))),
+    "SGL": (_SPARSE_BF16, _cpu("speed", "eager scoring", _CACHED_SCORES.format("0.81"))),
+    "S3Rec": (_cpu("cannot", "eager", "its pre-training loss loops over the batch in Python, which the compiler unrolls "
+                                      "(stopped after 14 minutes of compiling)"),),
+    **{model: (_SCATTER_BF16,) for model in ("GRU4RecCPR", "RepeatNet", "SASRecCPR")},
+    "SASRec": (_cpu("speed", "accelerate", "2.10-2.28x an epoch on ml-100k, 2.12x on ml-1m"),
+               _cpu("speed", "fp32 unless asked", "bf16 added no speed to compiling (2.08x against 2.10x)"),
+               _cpu("quality", "fp32 unless asked", "trained in bf16, its 3 seeds' test MRR@10 left the exact range"),
+               Fact("speed", "accelerate", "cuda", H200, "bf16 and compiled, an epoch of the main job took 3.94 s against "
+                                                         "exact mode's 5.63 s; fp32 compiled, 6.35-6.59 s")),
+    "BERT4Rec": (_cpu("speed", "accelerate", "2.24-2.32x an epoch on ml-100k, 2.93x on ml-1m"),
+                 _cpu("speed", "fp32 unless asked", "bf16 added no speed to compiling (1.97x against 2.24x)"),
+                 _cpu("quality", "fp32 unless asked", "trained in bf16, its 3 seeds' test MRR@10 left the exact range")),
+    "LightSANs": (_cpu("speed", "accelerate", "2.59x an epoch on ml-100k"),),
+    "NextItNet": (_cpu("speed", "accelerate", "1.67x an epoch on ml-100k"),),
+    "FDSA": (_cpu("speed", "accelerate", "1.62x an epoch on ml-100k"),),
+    "SASRecF": (_cpu("speed", "accelerate", "1.56x an epoch on ml-100k"),),
+    "SRGNN": (_cpu("speed", "accelerate", "1.28x an epoch on ml-100k (the compile time repaid after 6 epochs)"),),
+}
+
+# Why a CPU runs a model without an `accelerate` fact exactly under `auto`: what was measured there.
+CPU_DEFAULT = ("on a CPU, fast mode acts only where it was measured faster, and most models measured were not "
+               "(compiled, an epoch of NeuMF was 0.64x as fast, DeepFM's 0.78x, BPR's 0.72x on ml-100k)")
+
+
+def facts_of(model: str, device_type: str) -> tuple[list[Fact], list[Fact]]:
+    """(the facts of `model` that apply on `device_type`, those measured elsewhere) (pure)."""
+    facts = FACTS.get(model, ())
+    return [f for f in facts if f.applies_on(device_type)], [f for f in facts if not f.applies_on(device_type)]
+
+
+def accelerated_on(device_type: str) -> list[str]:
+    """The models measured faster in fast mode on `device_type` (pure)."""
+    return [model for model, facts in FACTS.items()
+            if any(f.acts == "accelerate" and f.device_type == device_type for f in facts)]
