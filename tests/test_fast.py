@@ -306,3 +306,11 @@ def test_the_compile_cache_is_the_output_folders_unless_the_user_chose_one(tmp_p
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
     fast.share_compile_cache(tmp_path / "other")
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "mine")
+
+
+def test_the_log_lines_in_the_docs_are_what_choose_says():
+    from .conftest import REPO
+
+    page = (REPO / "docs" / "fast.md").read_text()
+    for device in ("cpu", "cuda"):
+        assert choose(device_type=device, native_bf16=True, model="SASRec").describe() + "\n" in page
