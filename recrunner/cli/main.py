@@ -60,17 +60,10 @@ def _dispatch(argv: list[str], command: str, started: float) -> int:
 
 
 def version_line() -> str:
-    """`recrunner 0.1.0 (RecBole 1.2.1, torch 2.13.0+cu130, Python 3.11.7)`: what a bug report needs first.
-    torch's own `__version__` names its build (CPU or which CUDA); its package metadata does not."""
+    """`recrunner 0.1.0 (RecBole 1.2.1, torch 2.13.0+cu130, Python 3.11.7)`: what a bug report needs first."""
     from ..run.provenance import versions
 
     found = versions()
-    try:
-        import torch
-
-        found["torch"] = torch.__version__
-    except ImportError:
-        pass
     return (f"recrunner {found['recrunner']} (RecBole {found['recbole'] or 'not installed'}, "
             f"torch {found['torch'] or 'not installed'}, Python {found['python']})")
 

@@ -67,6 +67,12 @@ def versions() -> dict:
             found[package] = version(package)
         except PackageNotFoundError:
             found[package] = None
+    try:  # torch's own version names its build (+cpu, +cu130); PyPI's CUDA wheel's metadata does not
+        import torch
+
+        found["torch"] = torch.__version__
+    except ImportError:
+        pass
     return found
 
 

@@ -47,6 +47,10 @@ class Fact:
     machine: str      # that device, in words
     why: str          # what was measured
 
+    def __post_init__(self):  # a slip in the table fails at import, not silently in `choose`
+        if self.kind not in KINDS or self.acts not in ACTS:
+            raise ValueError(f"a fast-mode fact of kind {self.kind!r} that acts {self.acts!r}: kinds {KINDS}, acts {ACTS}")
+
     def applies_on(self, device_type: str) -> bool:
         return self.kind == "cannot" or self.device_type == device_type
 
