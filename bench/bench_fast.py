@@ -75,6 +75,7 @@ def one_run(fast: bool, model: str, dataset: str, epochs: int, max_batches: int 
 
     from recrunner.seams.config import recbole_argv_cleared
     from recrunner.seams.environment import quiet_known_warnings
+    from recrunner.data.placement import place_tables
     from recrunner.seams.loaders import vectorise_loaders
     from recrunner.training.fast import facts
     from recrunner.training.loop.trainer import CustomTrainer
@@ -93,7 +94,7 @@ def one_run(fast: bool, model: str, dataset: str, epochs: int, max_batches: int 
         config = Config(model=model, dataset=dataset, config_dict=params)
     init_seed(config["seed"], config["reproducibility"])
     loaders = data_preparation(config, create_dataset(config))
-    vectorise_loaders(loaders)  # what every run's loaders do (recrunner/seams/loaders.py)
+    vectorise_loaders(loaders, place_tables(config, loaders))  # what every run's loaders do (seams/loaders.py)
     train, valid, _ = loaders
     init_seed(config["seed"], config["reproducibility"])
     trainer = CustomTrainer(config, get_model(model)(config, train._dataset))

@@ -51,13 +51,15 @@ class _Modes:
     """Switch one training loader between RecBole's batches and recrunner's."""
 
     def __init__(self, train):
-        from recrunner.seams.loaders import gather_batches, vectorise
+        from recrunner.seams.loaders import gather_batches, plain_tables, vectorise
 
         self.train, dataset = train, train._dataset
         self.recbole = (train._sampler, vars(train).get("collate_fn"), vars(dataset).get("join"))
         sampler = copy.copy(train._sampler)
         vectorise(sampler)
-        assert gather_batches(train), "this dataset keeps RecBole's collate"
+        tables = plain_tables(dataset)
+        assert tables is not None, "this dataset keeps RecBole's collate"
+        gather_batches(train, tables)
         self.vectorised = (sampler, train.collate_fn, dataset.join)
 
     def use(self, mode: str):

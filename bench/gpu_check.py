@@ -11,7 +11,8 @@ joined by "+" run at the same time: only steps that time nothing should share th
   tests   the tests that touch devices (resume, equivalence, fast, steps, checkpoints, interrupts,
           devices) with the device visible
   main    the main job (SASRec at RecBole's full size on ml-1m), 2 epochs: plain RecBole against
-          recrunner's exact mode: seconds per epoch, GPU busy share, peak memory, test metrics equal
+          recrunner's exact mode: seconds per epoch, GPU busy share, peak memory, test metrics equal;
+          and exact mode with its batches built on the host (batches_on_device: false), as before
   fast    the main job with --fast, 3 epochs
   cells   4 seeds of the quick job at once on one GPU (--gpus 0,0,0,0 --workers 4) against one at a time
 Then one table: OUT/gpu_check.md (and .json), rewritten after every step, so a check cut short by
@@ -35,7 +36,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DEVICE_TESTS = ["tests/test_resume.py", "tests/test_equivalence.py", "tests/test_fast.py", "tests/test_steps.py",
-                "tests/test_checkpoint.py", "tests/test_interrupts.py", "tests/test_devices.py"]
+                "tests/test_checkpoint.py", "tests/test_interrupts.py", "tests/test_devices.py",
+                "tests/test_placement.py"]
 TINY = {"hidden_size": 16, "inner_size": 32, "n_layers": 1, "n_heads": 1, "MAX_ITEM_LIST_LENGTH": 10,
         "user_inter_num_interval": "[10,60]"}
 QUICK = {"hidden_size": 32, "inner_size": 64, "n_layers": 1, "n_heads": 1, "MAX_ITEM_LIST_LENGTH": 20}  # configs/quick.yaml
@@ -249,6 +251,11 @@ def main_job(check: Check) -> dict:
         check.recrunner(["--model", "SASRec", "--dataset", check.dataset, "--name", "main-exact",
                          "--set", *[f"{k}={json.dumps(v)}" for k, v in check.job(2).items()]], 300, "main-exact")
     exact = recorded(check, "main-exact")
+    with Busy(check.gpu) as host_busy:  # RecBole's way: each batch built on the host, then copied
+        check.recrunner(["--model", "SASRec", "--dataset", check.dataset, "--name", "main-host-batches",
+                         "--set", *[f"{k}={json.dumps(v)}" for k, v in {**check.job(2), "batches_on_device": False}.items()]],
+                        300, "main-host-batches")
+    host = recorded(check, "main-host-batches")
     plain = plain or {}
     return {"plain RecBole, s/epoch": _seconds(plain), "plain RecBole, GPU busy": plain_busy.text(),
             "plain RecBole, peak allocated": _mb(plain.get("peak_mb")),
@@ -256,7 +263,12 @@ def main_job(check: Check) -> dict:
             "exact, peak memory": _mb(exact.get("peak_mb")),
             "exact, test metrics": ("equal to plain RecBole's" if exact.get("test") and exact["test"] == plain.get("test")
                                     else f"DIFFER: {exact.get('test')} vs {plain.get('test')}"),
-            "test ndcg@10": str(exact.get("test", {}).get("ndcg@10"))}
+            "test ndcg@10": str(exact.get("test", {}).get("ndcg@10")),
+            "exact, batches built on the host, s/epoch": _seconds(host),
+            "exact, batches built on the host, GPU busy": host_busy.text(),
+            "exact, batches built on the host, test metrics": (
+                "equal to batches built on the device" if host.get("test") and host["test"] == exact.get("test")
+                else f"DIFFER: {host.get('test')} vs {exact.get('test')}")}
 
 
 def fast(check: Check) -> dict:

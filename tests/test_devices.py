@@ -148,6 +148,23 @@ def test_deterministic_is_part_of_the_run_and_set_for_it_alone(workspace, monkey
     assert on.test == off.test  # on a CPU recrunner's kernels are deterministic anyway
 
 
+def test_tf32_is_part_of_the_run_and_set_for_it_alone(workspace):
+    from recrunner import Callback
+
+    seen = []
+
+    class Watch(Callback):
+        def on_fit_start(self, trainer, control):
+            seen.append(torch.backends.cuda.matmul.allow_tf32)
+
+    on = run_experiment(Experiment("BPR", "ml-100k", {**TINY_BPR, "tf32": True}), workspace, console=False,
+                        callbacks=[Watch()])
+    off = run_experiment(Experiment("BPR", "ml-100k", TINY_BPR), workspace, console=False, callbacks=[Watch()])
+    assert seen == [True, False] and not torch.backends.cuda.matmul.allow_tf32
+    assert "tf32=true" in on.run_dir.name and on.run_dir != off.run_dir  # the numbers differ: another run
+    assert "tf32: has no effect on a CPU" in (on.run_dir / "run.log").read_text()
+
+
 def test_a_model_without_a_deterministic_kernel_fails_before_training_in_one_line(base_args, capsys, monkeypatch,
                                                                                    tmp_path):
     from recbole.model.general_recommender.bpr import BPR

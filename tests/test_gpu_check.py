@@ -21,6 +21,7 @@ def test_the_gpu_check_runs_on_a_cpu_at_tiny_sizes_and_every_promise_holds(tmp_p
                              "deterministic: again", "deterministic: killed and resumed"]
     assert all(v.startswith("bit-identical") for v in resumes.values()), resumes
     assert table["exact, test metrics"] == "equal to plain RecBole's"
+    assert table["exact, batches built on the host, test metrics"] == "equal to batches built on the device"
     assert "FAILED" not in json.dumps(table), table
     assert len(table["--fast, s/epoch"].split(", ")) == 3
     assert (tmp_path / "gpu_check.md").read_text().startswith("# GPU check on CPU")

@@ -46,6 +46,7 @@ from ..seams.loaders import vectorise_loaders
 from . import entry
 from .compact import describe, rebuild
 from .describe import check_split, too_little
+from .placement import place_tables
 
 logger = logging.getLogger("recrunner")
 
@@ -108,7 +109,8 @@ def _prepared(config, dataset):
 
     with _data_errors(config):
         loaders = data_preparation(config, dataset)
-    vectorise_loaders(loaders)  # RecBole's batches and negatives, built as arrays (seams/loaders.py)
+    # RecBole's batches and negatives, built as arrays (seams/loaders.py), on the run's device (placement.py)
+    vectorise_loaders(loaders, place_tables(config, loaders))
     return loaders
 
 

@@ -98,6 +98,7 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
     try:
         logger.info(f"recrunner {__version__}: {config['model']} on {config['dataset']}, run {paths.run_dir}")
         logger.info("configuration layers read from: " + ", ".join(record.provenance["config_layers"]))
+        device.set_tf32(setting(config, "tf32"), config["device"])
         if setting(config, "fast"):
             share_compile_cache(OutputPaths(workspace.output_dir).compile_cache)
         _pretrain(prepared, workspace, callbacks, record, begun)
@@ -136,6 +137,7 @@ def follow(prepared: PreparedRun, workspace: Workspace, world, callbacks=()) -> 
     resume = decision[1]
     follower_config(prepared.config)
     device.set_deterministic(setting(prepared.config, "deterministic"))
+    device.set_tf32(setting(prepared.config, "tf32"), prepared.config["device"])
     logging.getLogger().addHandler(logging.NullHandler())  # rank 0 logs the run; failures here are raised
     train_data, valid_data, test_data = _load_data_recorded(prepared, workspace, RunRecord())
     trainer = _build_trainer(prepared, None, train_data, NullWriter(), callbacks)

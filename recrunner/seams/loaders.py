@@ -11,12 +11,20 @@
 | and `Dataset.join` -> `Interaction.__getitem__`, which  | and item features gathered with a tensor index   |
 | turns the index into a Python list for every column     | (what indexing with that list gives)             |
 
+| `FullSortEvalDataLoader.collate_fn` (sequential        | `gather_eval_batches`: the same 4-tuple, from   |
+| models): `Dataset.__getitem__`, as in training         | the gathered rows                                |
+
 Batches, negatives and numpy's RNG state are identical to RecBole's, element for element
 (tests/test_loaders_seam.py compares whole epochs), so exact mode stays bit-identical: this seam
 is on in every run (`data/cache.py`). A sampler whose `used_ids` is replaced between calls
-(RepeatableSampler does that per batch) gets its pairs rebuilt when that happens. Loaders and
-datasets this module does not know (sequential datasets whose history columns are windows,
-`recrunner/data/augmentation.py`) keep RecBole's collate.
+(RepeatableSampler does that per batch) gets its pairs rebuilt when that happens.
+
+Where the rows are gathered is a `Tables`: the interactions' columns and the user and item
+features joined to them (each a `Rows`), all on one device. On a GPU (`recrunner.data.placement` decides) the tables are copied there once and
+a batch is a gather there: only the batch's row numbers cross from the host, and, where negatives
+are drawn, the user and item ids RecBole's sampler reads (gathered from host copies) and the
+negatives it draws with numpy's RNG, as RecBole draws them. Loaders this module does not know
+keep RecBole's collate.
 """
 
 from __future__ import annotations
@@ -30,55 +38,171 @@ import torch
 _SAMPLERS = ("Sampler", "RepeatableSampler")  # the samplers of interaction loaders
 
 
-def vectorise_loaders(loaders) -> None:
-    """Give every RecBole sampler behind `loaders` the array check and every training loader
-    the gathered batches (each once)."""
+def vectorise_loaders(loaders, tables=None) -> None:
+    """Give every RecBole sampler behind `loaders` the array check, and every training loader (and a
+    sequential model's full-sort evaluation loaders) gathered batches, each once. `tables(loader)`:
+    where the loader's rows are gathered (a `Tables`, or None: RecBole's collate); without it, a
+    plain dataset's tables on the host."""
     for loader in loaders:
+        if loader is None:
+            continue
         sampler = getattr(loader, "_sampler", None)
         if sampler is not None and type(sampler).__name__ in _SAMPLERS and not hasattr(sampler, "_recrunner_codes"):
             vectorise(sampler)
-        if type(loader).__name__ == "TrainDataLoader":
-            gather_batches(loader)
+        kind = gathered(loader)
+        found = None if kind is None else tables(loader) if tables is not None else plain_tables(loader._dataset)
+        if found is None:
+            continue
+        (gather_batches if kind == "train" else gather_eval_batches)(loader, found)
 
 
-def gather_batches(loader) -> bool:
-    """Make `loader` (RecBole's TrainDataLoader) build its batches with tensor indexing; False where
-    its dataset holds something other than plain tensors (then RecBole's collate stays)."""
-    dataset = loader._dataset
+def gathered(loader) -> str | None:
+    """Which of this module's collates `loader` can take: "train", "eval" (a sequential model's full
+    sort), or None (RecBole's own stays)."""
+    kind = type(loader).__name__
+    if kind == "TrainDataLoader":
+        return "train"
+    if kind == "FullSortEvalDataLoader" and getattr(loader, "is_sequential", False):
+        return "eval"
+    return None
+
+
+class Rows:
+    """The rows of an Interaction's plain tensor columns: `take(index)` gives each column at `index`."""
+
+    def __init__(self, columns: dict):
+        self.columns = dict(columns)
+
+    def tensors(self) -> list:
+        return list(self.columns.values())
+
+    def to(self, device, moved: dict) -> "Rows":
+        return Rows({name: moved_to(column, device, moved) for name, column in self.columns.items()})
+
+    def take(self, index) -> dict:
+        return {name: column[index] for name, column in self.columns.items()}
+
+
+def moved_to(tensor: torch.Tensor, device, moved: dict) -> torch.Tensor:
+    """`tensor` on `device`, copied once however many tables hold it (`moved`: id -> (tensor, copy))."""
+    if tensor.device == torch.device(device):
+        return tensor
+    if id(tensor) not in moved:
+        moved[id(tensor)] = (tensor, tensor.to(device))  # the original is kept, so its id is not reused
+    return moved[id(tensor)][1]
+
+
+class Tables:
+    """Where a dataset's batches are gathered: its interactions' rows (`inter`), the user and item
+    features joined to them (`user`, `item`), on `device`; `ids`: host rows of the user and item
+    ids RecBole's sampler reads (None on a CPU: the batch's own)."""
+
+    def __init__(self, dataset, inter):
+        """`dataset`'s tables on the host, with `inter` for its interactions."""
+        self.uid_field, self.iid_field = dataset.uid_field, dataset.iid_field
+        self.inter, self.ids, self.device = inter, None, torch.device("cpu")
+        self.user = _feature_rows(getattr(dataset, "user_feat", None))
+        self.item = _feature_rows(getattr(dataset, "item_feat", None))
+        self.host_features = (self.user, self.item)
+
+    def tensors(self) -> list:
+        return [t for part in (self.inter, self.user, self.item) if part is not None for t in part.tensors()]
+
+    def to(self, device, moved: dict, ids=None) -> "Tables":
+        """These tables on `device` (`ids`: the host rows of the ids the sampler reads)."""
+        copy = object.__new__(Tables)
+        copy.uid_field, copy.iid_field, copy.device = self.uid_field, self.iid_field, torch.device(device)
+        copy.inter = self.inter.to(device, moved)
+        copy.user, copy.item = (None if p is None else p.to(device, moved) for p in (self.user, self.item))
+        copy.host_features, copy.ids = self.host_features, ids
+        return copy
+
+    def batch(self, rows: torch.Tensor):
+        """The joined Interaction of the rows `rows` (a host tensor of row numbers), on the tables' device."""
+        from recbole.data.interaction import Interaction
+
+        return self.join(Interaction(self.inter.take(rows.to(self.device, non_blocking=True))))
+
+    def join(self, df):
+        """RecBole's Dataset.join: the user's and the item's features added to each row, from the
+        tables on the device the rows' ids are on (a host Interaction, as RecBole's tree trainers
+        read `dataset[:]`, gets host features)."""
+        from recbole.data.interaction import Interaction
+
+        for field, placed, host in ((self.uid_field, self.user, self.host_features[0]),
+                                    (self.iid_field, self.item, self.host_features[1])):
+            if placed is not None and field in df:
+                ids = df[field]
+                rows = placed if _on(ids, self.device) else host
+                df.update(Interaction(rows.take(ids)))
+        return df
+
+    def sampled_ids(self, rows: torch.Tensor, batch) -> tuple[np.ndarray, np.ndarray]:
+        """The user and item ids of the batch's rows as numpy arrays, what RecBole's sampler reads."""
+        source = batch if self.ids is None else self.ids.take(rows)
+        return source[self.uid_field].numpy(), source[self.iid_field].numpy()
+
+
+def _on(tensor: torch.Tensor, device: torch.device) -> bool:
+    """Whether `tensor` is on `device` (cuda:0 and a tensor on cuda:0; cpu and cpu:0 alike)."""
+    return tensor.device.type == device.type and device.index in (None, tensor.device.index or 0)
+
+
+def _feature_rows(table) -> Rows | None:
+    return None if table is None else Rows(table.interaction)
+
+
+def plain_tables(dataset) -> Tables | None:
+    """A dataset's tables on the host, where its interactions and features are plain tensors (else None)."""
     tables = [dataset.inter_feat, getattr(dataset, "user_feat", None), getattr(dataset, "item_feat", None)]
     if not all(table is None or _plain(table) for table in tables):
-        return False
-    if "join" not in vars(dataset):
-        dataset.join = types.MethodType(_join, dataset)
+        return None
+    return Tables(dataset, Rows(dataset.inter_feat.interaction))
+
+
+def static_negatives(loader) -> bool:
+    """Whether `loader` draws negatives before the model sees the batch (RecBole's `_neg_sampling`'s
+    second branch); a dynamic sampler scores candidates with the model and stays RecBole's."""
+    args = getattr(loader, "neg_sample_args", None) or {}
+    return not args.get("dynamic", False) and args.get("distribution", "none") != "none" \
+        and args.get("sample_num", "none") != "none"
+
+
+def gather_batches(loader, tables: Tables) -> None:
+    """Make `loader` (RecBole's TrainDataLoader) build its batches by gathering rows of `tables`."""
+    dataset = loader._dataset
+    dataset.join = types.MethodType(lambda self, df: tables.join(df), dataset)  # negatives' features too
+    negatives = static_negatives(loader)
 
     def collate_fn(index):
         rows = torch.as_tensor(np.asarray(index, dtype=np.int64))
-        data = dataset.join(_rows(dataset.inter_feat, rows))
-        return loader._neg_sampling(loader.transform(dataset, data))
+        data = loader.transform(dataset, tables.batch(rows))
+        if not negatives:
+            return loader._neg_sampling(data)  # none, or dynamic (the model picks among candidates)
+        users, items = tables.sampled_ids(rows, data)
+        drawn = loader._sampler.sample_by_user_ids(users, items, loader.neg_sample_num)
+        return loader.sampling_func(data, drawn.to(tables.device))
 
     loader.collate_fn = collate_fn  # the DataLoader reads it when an epoch's iterator starts
-    return True
+
+
+def gather_eval_batches(loader, tables: Tables) -> None:
+    """Make a sequential model's FullSortEvalDataLoader gather its batches from `tables`: RecBole's
+    (interaction, None, positive_u, positive_i), with the positives where the interaction is."""
+    dataset = loader._dataset
+    dataset.join = types.MethodType(lambda self, df: tables.join(df), dataset)
+
+    def collate_fn(index):
+        interaction = loader.transform(dataset, tables.batch(torch.as_tensor(np.asarray(index, dtype=np.int64))))
+        positive_i = interaction[loader.iid_field]
+        return interaction, None, torch.arange(len(interaction), device=positive_i.device), positive_i
+
+    loader.collate_fn = collate_fn
 
 
 def _plain(table) -> bool:
     columns = table.interaction  # a WindowedColumns (not a dict) would make every window if iterated
     return type(columns) is dict and all(isinstance(column, torch.Tensor) for column in columns.values())
-
-
-def _rows(table, index):
-    """`table[index]` for an Interaction of tensors: RecBole indexes each column with index.tolist()."""
-    from recbole.data.interaction import Interaction
-
-    return Interaction({name: column[index] for name, column in table.interaction.items()})
-
-
-def _join(self, df):
-    """RecBole's Dataset.join, with the feature rows gathered by `_rows`."""
-    if self.user_feat is not None and self.uid_field in df:
-        df.update(_rows(self.user_feat, df[self.uid_field]))
-    if self.item_feat is not None and self.iid_field in df:
-        df.update(_rows(self.item_feat, df[self.iid_field]))
-    return df
 
 
 def vectorise(sampler) -> None:

@@ -50,6 +50,17 @@ def set_deterministic(on: bool) -> None:
     torch.use_deterministic_algorithms(bool(on))
 
 
+def set_tf32(on: bool, device) -> None:
+    """fp32 matrix products on a GPU in TF32 (`tf32: true`: faster on Ampere and later, a 10-bit
+    mantissa, so the numbers change) or in full fp32 (torch's default, and exact mode's) for this
+    process's next run (every run sets it: a sweep's runs in one process may differ)."""
+    torch.backends.cuda.matmul.allow_tf32 = bool(on)
+    if on:
+        where = "has no effect on a CPU" if torch.device(device).type == "cpu" else \
+            f"fp32 matrix products on {device} use TF32 (numbers differ from full fp32's)"
+        logger.info(f"tf32: {where}")
+
+
 _NOT_DETERMINISTIC = re.compile(r"(?P<op>[^\n]+?) does not have a deterministic implementation")
 
 

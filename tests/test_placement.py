@@ -1,0 +1,162 @@
+"""data/placement.py: batches gathered where the model is, the same batches RecBole builds.
+
+No GPU here: the device path is the same code with the CPU as the device, and `DeviceOnly`
+tensors stand for a GPU's (reading one on the host, as `.numpy()` does, fails as it does on CUDA).
+"""
+
+import numpy as np
+import pytest
+import torch
+
+from recrunner import Experiment, prepare
+from recrunner.data import placement
+from recrunner.data.cache import load_data
+from recrunner.seams import loaders as seam
+from tests.conftest import TINY_BPR, TINY_SASREC
+
+
+class DeviceOnly(torch.Tensor):
+    """A tensor that, like a CUDA one, cannot be read as a numpy array on the host."""
+
+    def numpy(self, *args, **kwargs):
+        raise AssertionError("a device tensor was read on the host")
+
+    def tolist(self):
+        raise AssertionError("a device tensor was read on the host")
+
+
+def test_where_batches_is_the_device_where_the_tables_fit():
+    gpu = "cuda:0"
+    assert placement.where_batches("cpu", True, 10**12, None) == placement.Where("cpu", "")
+    placed = placement.where_batches(gpu, True, 60 * 2**20, 100 * 2**30)
+    assert placed.device == gpu and placed.reason == "batches: built on cuda:0 (tables 60 MiB, copied once)"
+    full = placement.where_batches(gpu, True, 6 * 2**30, 10 * 2**30)
+    assert full.device == "cpu" and "(6.0 GiB) would take more than half of cuda:0's free memory (10.0 GiB)" in full.reason
+    assert placement.where_batches(gpu, True, 5 * 2**30, 10 * 2**30).device == gpu  # exactly half fits
+    assert placement.where_batches(gpu, False, 1, 10**12).reason.endswith("(batches_on_device: false)")
+    assert placement.where_batches(gpu, True, 1, 10**12, "worker: 2 builds batches").device == "cpu"
+    assert placement.where_batches(gpu, True, 1, None).device == gpu  # free memory unknown: try
+
+
+def test_the_lines_docs_show_are_the_rule_s():
+    from tests.conftest import REPO
+
+    text = (REPO / "docs" / "fast.md").read_text()
+    main_job = 623962588  # SASRec on ml-1m: the bytes of its tables
+    assert placement.where_batches("cuda:0", True, main_job, 139 * 2**30).reason in text
+    assert placement.where_batches("cuda:0", True, main_job, 2**30).reason in text
+
+
+def test_host_only_names_what_needs_the_host():
+    config = {"worker": 0, "transform": None}
+    assert placement.host_only(config, [None]) is None
+    assert placement.host_only({**config, "worker": 2}, [None]).startswith("worker: 2")
+    assert placement.host_only({**config, "transform": "mask_itemseq"}, [None]).startswith("transform: mask_itemseq")
+
+    class Dynamic:
+        neg_sample_args = {"dynamic": True}
+
+    assert "dynamic" in placement.host_only(config, [Dynamic()])
+
+
+def test_a_tensor_is_on_the_device_torch_names_it_by():
+    host = torch.zeros(1)
+    assert seam._on(host, torch.device("cpu")) and seam._on(host, torch.device("cpu:0"))
+    assert not seam._on(host, torch.device("cuda")) and not seam._on(host, torch.device("cuda:1"))
+
+
+def _recbole_loaders(workspace, model, params):
+    from recbole.data import create_dataset, data_preparation
+    from recbole.utils import init_seed
+
+    config = prepare(Experiment(model, "ml-100k", params), workspace).config
+    init_seed(config["seed"], config["reproducibility"])
+    return data_preparation(config, create_dataset(config))
+
+
+def _recrunner_loaders(workspace, model, params, device_only=False, monkeypatch=None):
+    """recrunner's loaders (the data cache, windowed histories); device_only: the tables as a GPU's."""
+    from recbole.utils import init_seed
+
+    config = prepare(Experiment(model, "ml-100k", params), workspace).config
+    init_seed(config["seed"], config["reproducibility"])
+    if device_only:  # every table copied "to the device" as a DeviceOnly tensor, the sampler's ids on the host
+        wrap = lambda tensor, device, moved: tensor.as_subclass(DeviceOnly)  # noqa: E731
+        monkeypatch.setattr(seam, "moved_to", wrap)
+        monkeypatch.setattr(seam, "_on", lambda tensor, device: isinstance(tensor, DeviceOnly))  # where ids are
+        monkeypatch.setattr(placement, "where_batches", lambda *a: placement.Where("cpu:0", "batches: on the test's device"))
+    return load_data(config, workspace.cache_dir)
+
+
+def _gathered(loader) -> bool:
+    return loader.collate_fn.__qualname__.startswith(("gather_batches.", "gather_eval_batches."))
+
+
+def _host(tensor):  # with a GPU visible, recrunner's batches are on it
+    return tensor.as_subclass(torch.Tensor).cpu()
+
+
+def _same(a, b):
+    assert a.keys() == b.keys()
+    for key in a:
+        assert a[key].dtype == b[key].dtype and torch.equal(_host(a[key]), _host(b[key])), key
+
+
+def _epoch(loaders):
+    from recbole.utils import init_seed
+
+    init_seed(2020, True)
+    train = [batch.interaction for batch in loaders[0]]
+    valid = [batch for batch in loaders[1]]
+    return train, valid, np.random.get_state()[1].copy()
+
+
+@pytest.mark.parametrize("model, params", [
+    ("SASRec", {**TINY_SASREC, "train_batch_size": 512, "eval_batch_size": 256}),  # windowed histories, CE
+    ("SASRec", {**TINY_SASREC, "loss_type": "BPR", "train_neg_sample_args": {"uniform": 1}}),  # negatives
+    ("BPR", {**TINY_BPR, "train_neg_sample_args": {"uniform": 2}}),               # plain interactions
+    ("DeepFM", {"user_inter_num_interval": "[10,60]", "embedding_size": 8}),     # features joined, labels
+])
+@pytest.mark.parametrize("device_only", [False, True], ids=["cpu", "device"])
+def test_an_epoch_of_gathered_batches_is_recbole_s(workspace, monkeypatch, model, params, device_only):
+    expected_train, expected_valid, expected_rng = _epoch(_recbole_loaders(workspace, model, params))
+    loaders = _recrunner_loaders(workspace, model, params, device_only, monkeypatch)
+    assert _gathered(loaders[0])
+    assert _gathered(loaders[1]) == (model == "SASRec")  # a sequential model's full sort
+    train, valid, rng = _epoch(loaders)
+    assert len(train) == len(expected_train) > 1 and len(valid) == len(expected_valid)
+    for a, b in zip(train, expected_train):
+        _same(a, b)
+        if device_only:
+            assert all(isinstance(column, DeviceOnly) for name, column in a.items()
+                       if not name.startswith("neg_"))  # the sampler's negatives are sent with .to(device)
+    for a, b in zip(valid, expected_valid):
+        _same(a[0].interaction, b[0].interaction)
+        for x, y in zip(a[1:], b[1:]):
+            x, y = (x, y) if isinstance(x, tuple) else ((x,), (y,))  # (history users, history items)
+            assert all((u is None and v is None) or torch.equal(_host(u), _host(v)) for u, v in zip(x, y))
+    assert (rng == expected_rng).all()  # numpy's RNG moved as in RecBole: the same negatives drawn
+    if device_only:  # the dataset read whole on the host (RecBole's tree trainers do): host features
+        whole = loaders[0]._dataset[:]
+        assert not any(isinstance(column, DeviceOnly) for column in whole.interaction.values())
+
+
+def test_a_table_is_copied_once_however_many_loaders_read_it(workspace, monkeypatch):
+    asked, copies = [], []
+
+    def counted(tensor, device, moved):
+        asked.append(id(tensor))
+        if id(tensor) not in moved:
+            moved[id(tensor)] = (tensor, tensor.clone())
+            copies.append(id(tensor))
+        return moved[id(tensor)][1]
+
+    monkeypatch.setattr(seam, "moved_to", counted)
+    monkeypatch.setattr(placement, "where_batches", lambda *a: placement.Where("cpu:0", "x"))
+    from recbole.utils import init_seed
+
+    with_items = {"load_col": {"inter": ["user_id", "item_id", "rating", "timestamp"], "item": ["item_id", "release_year"]}}
+    config = prepare(Experiment("SASRec", "ml-100k", {**TINY_SASREC, **with_items}), workspace).config
+    init_seed(config["seed"], config["reproducibility"])
+    load_data(config, workspace.cache_dir)
+    assert len(copies) == len(set(asked)) < len(asked)  # the item features train, valid and test share: once
