@@ -13,7 +13,7 @@ joined by "+" run at the same time: only steps that time nothing should share th
   main    the main job (SASRec at RecBole's full size on ml-1m), 2 epochs: plain RecBole against
           recrunner's exact mode: seconds per epoch, GPU busy share, peak memory, test metrics equal;
           and exact mode with its batches built on the host (batches_on_device: false), as before
-  fast    the main job with --fast, 3 epochs
+  fast    the main job with --fast, 3 epochs; on a GPU again with fast_cuda_graphs: true
   cells   4 seeds of the quick job at once on one GPU (--gpus 0,0,0,0 --workers 4) against one at a time
 Then one table: OUT/gpu_check.md (and .json), rewritten after every step, so a check cut short by
 --budget (seconds for the whole check: every process's timeout is cut to what is left, and a step
@@ -239,7 +239,20 @@ def recorded(check: Check, sweep: str) -> dict:
     history = [json.loads(line) for line in (metrics.parent / "history.jsonl").read_text().splitlines()]
     return {"epoch_seconds": [line["seconds"] for line in history if line.get("epoch", -1) >= 0],
             "test": record.get("test") or {}, "peak_mb": (record.get("device") or {}).get("peak_memory_mb"),
-            "status": record["status"]}
+            "status": record["status"], "compile_seconds": record.get("compile_seconds"),
+            "fast_plan": _plan((record.get("provenance") or {}).get("fast"))}
+
+
+def _compile(run: dict) -> str:
+    seconds = run.get("compile_seconds")
+    return "not compiled" if seconds is None and run.get("status") == "ok" else _s(seconds)
+
+
+def _plan(plan: dict | None) -> str:
+    if not plan:
+        return ""
+    parts = [plan.get("precision", "fp32"), "compiled" if plan.get("compile") else "eager"]
+    return ", ".join(parts + (["CUDA graphs"] if plan.get("cuda_graphs") else []))
 
 
 def main_job(check: Check) -> dict:
@@ -277,8 +290,19 @@ def fast(check: Check) -> dict:
         check.recrunner(["--model", "SASRec", "--dataset", check.dataset, "--name", "main-fast", "--fast",
                          "--set", *[f"{k}={json.dumps(v)}" for k, v in check.job(3).items()], *extra], 420, "main-fast")
     run = recorded(check, "main-fast")
-    return {"--fast, s/epoch": _seconds(run), "--fast, GPU busy": busy.text(), "--fast, peak memory": _mb(run.get("peak_mb")),
+    rows = {"--fast, plan": run.get("fast_plan", ""), "--fast, s/epoch": _seconds(run), "--fast, GPU busy": busy.text(),
+            "--fast, peak memory": _mb(run.get("peak_mb")), "--fast, compile s": _compile(run),
             "--fast, test ndcg@10": str(run.get("test", {}).get("ndcg@10"))}
+    if not check.gpu:  # CUDA graphs exist on a GPU only
+        return rows
+    with Busy(check.gpu) as graphs_busy:
+        check.recrunner(["--model", "SASRec", "--dataset", check.dataset, "--name", "main-fast-graphs", "--fast",
+                         "--set", *[f"{k}={json.dumps(v)}" for k, v in {**check.job(3), "fast_cuda_graphs": True}.items()]],
+                        420, "main-fast-graphs")
+    graphs = recorded(check, "main-fast-graphs")
+    return {**rows, "--fast with CUDA graphs, s/epoch": _seconds(graphs), "--fast with CUDA graphs, GPU busy": graphs_busy.text(),
+            "--fast with CUDA graphs, compile s": _compile(graphs),
+            "--fast with CUDA graphs, test ndcg@10": str(graphs.get("test", {}).get("ndcg@10"))}
 
 
 def cells(check: Check) -> dict:

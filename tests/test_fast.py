@@ -147,12 +147,48 @@ def test_native_bf16_is_read_from_the_cpu_flags(tmp_path):
     assert not cpu_has_native_bf16(tmp_path / "missing")
 
 
+def test_cuda_graphs_are_asked_for_and_only_where_compiled_code_runs_on_a_gpu():
+    gpu = dict(device_type="cuda", native_bf16=True, model="SASRec")
+    assert not choose(**gpu).cuda_graphs  # auto: off until a GPU measures that they pay
+    plan = choose(**gpu, cuda_graphs=True)
+    assert plan.cuda_graphs and plan.describe().startswith("fast mode: bf16, compiled, CUDA graphs (")
+    on_cpu = choose(device_type="cpu", model="SASRec", cuda_graphs=True)
+    assert not on_cpu.cuda_graphs and "fast_cuda_graphs: cpu has no CUDA graphs" in on_cpu.reason
+    eager = choose(**gpu, compile=False, cuda_graphs=True)
+    assert not eager.cuda_graphs and "only compiled code is replayed as CUDA graphs" in eager.reason
+    with pytest.raises(ConfigError, match="fast_cuda_graphs must be auto, true or false"):
+        choose(**gpu, cuda_graphs="yes")
+
+
+def test_the_training_loss_alone_is_replayed_as_cuda_graphs_a_step_at_a_time(monkeypatch):
+    modes, steps = {}, []
+
+    def compile(method, dynamic, mode):  # torch.compile, recorded (no GPU here to record graphs on)
+        modes[method.__name__] = (dynamic, mode)
+        return method
+
+    monkeypatch.setattr(torch, "compile", compile)
+    monkeypatch.setattr(torch.compiler, "cudagraph_mark_step_begin", lambda: steps.append(1))
+    model = _Scorer()
+    accelerate(model, FastPlan("fp32", compile=True, cuda_graphs=True))
+    x = torch.randn(2, 4)
+    model.calculate_loss(x)
+    model.calculate_loss(x)
+    with torch.no_grad():
+        model.predict(x)
+    assert modes == {"calculate_loss": (True, "reduce-overhead"), "predict": (True, None), "full_sort_predict": (True, None)}
+    assert len(steps) == 2  # one step begins per loss, none per score
+
+
 def test_fast_settings_are_checked_before_a_run(workspace):
     with pytest.raises(ConfigError, match="fast_precision 'fp64'"):
         run_experiment(Experiment("BPR", "ml-100k", {**TINY_BPR, "fast": True, "fast_precision": "fp64"}),
                        workspace, console=False)
     with pytest.raises(ConfigError, match="fast expects true or false"):
         run_experiment(Experiment("BPR", "ml-100k", {**TINY_BPR, "fast": "yes"}), workspace, console=False)
+    with pytest.raises(ConfigError, match="fast_cuda_graphs 'sometimes' must be auto, true or false"):
+        run_experiment(Experiment("BPR", "ml-100k", {**TINY_BPR, "fast": True, "fast_cuda_graphs": "sometimes"}),
+                       workspace, console=False)
 
 
 # ------------------------------------------------------------------ the wrapped methods

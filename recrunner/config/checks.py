@@ -52,8 +52,8 @@ def impossible_values(params: Mapping[str, Any]) -> list[str]:
                                 f"choose one of {', '.join(LEARNERS)}")
             if key == "fast_precision" and value not in FAST_PRECISIONS:
                 problems.append(f"fast_precision {value!r} is not a precision; choose one of {', '.join(FAST_PRECISIONS)}")
-            if key == "fast_compile" and value not in ("auto", True, False):
-                problems.append(f"fast_compile {value!r} must be auto, true or false")
+            if key in ("fast_compile", "fast_cuda_graphs") and value not in ("auto", True, False):
+                problems.append(f"{key} {value!r} must be auto, true or false")
             unknown = [m for m in numbers if key == "metrics" and METRICS and str(m).lower() not in METRICS]
             if unknown:
                 problems.append(unknown_metric(unknown[0], METRICS))

@@ -54,6 +54,7 @@ RECRUNNER_DEFAULTS: dict[str, Any] = {
     "fast": False,                      # fast mode: compiled, reduced precision (docs/fast.md); off: exact
     "fast_precision": "auto",           # auto | bf16 | fp16 | fp32: autocast dtype in fast mode
     "fast_compile": "auto",             # auto | true | false: torch.compile in fast mode
+    "fast_cuda_graphs": "auto",         # auto | true | false: the compiled loss replayed as CUDA graphs on a GPU
     "nproc": 1,                         # processes (one per GPU) that train the run together (docs/distributed.md)
     "ddp_timeout": 300,                 # seconds a process waits for the others before the run fails
 }

@@ -47,11 +47,15 @@ class FastMethod:
         self.method, self.plan, self.scoring = method, plan, scoring
         self.name = getattr(method, "__name__", "method")
         compiled = plan.compile and (plan.compile_scoring or not scoring)
-        self.compiled = torch.compile(method, dynamic=True) if compiled else None
+        self.graphs = plan.cuda_graphs and not scoring  # a loss is read before the next call; scores may not be
+        mode = "reduce-overhead" if self.graphs else None
+        self.compiled = torch.compile(method, dynamic=True, mode=mode) if compiled else None
 
     def __call__(self, *args, **kwargs):
         with self._precision(args):
             if self.compiled is not None:
+                if self.graphs:  # a new training step: the last step's graph outputs may be overwritten
+                    torch.compiler.cudagraph_mark_step_begin()
                 try:
                     result = self.compiled(*args, **kwargs)
                 except Exception as exc:

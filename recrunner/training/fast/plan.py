@@ -27,8 +27,11 @@ and says what it changed. What it does, and the one place each decision is made:
 
 Compiling: with dynamic shapes, one graph for every batch size (RecBole's last batch, evaluation
 batches of any size), so which code runs a batch never depends on what ran before: a resumed
-fast run computes what the uninterrupted one did. A function the compiler cannot handle runs
-eagerly in the chosen precision (one log line).
+fast run computes what the uninterrupted one did. So no batch is padded or dropped for static
+shapes. With `fast_cuda_graphs: true` on a GPU the compiled training loss (forward and backward)
+is replayed as CUDA graphs (torch.compile's `reduce-overhead`), one recorded per batch size, the
+same kernels with one launch; scoring is not (its outputs outlive the next call). A function the
+compiler cannot handle runs eagerly in the chosen precision (one log line).
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ class FastPlan:
     scaler: bool = False      # fp16: a gradient scaler
     compile_scoring: bool = True  # with compile: predict and full_sort_predict too (False: eager, facts.py)
     reason: str = ""          # why this plan (device, model limits), one line
+    cuda_graphs: bool = False  # with compile on a GPU: the training loss replayed as CUDA graphs
 
     @property
     def dtype(self):
@@ -73,6 +77,7 @@ class FastPlan:
             return f"fast mode: exact ({self.reason})"
         parts = [self.precision] + (["compiled"] if self.compile else ["eager"]) + (["grad scaler"] if self.scaler else [])
         parts += ["scoring eager"] if self.compile and not self.compile_scoring else []
+        parts += ["CUDA graphs"] if self.cuda_graphs else []
         return f"fast mode: {', '.join(parts)} ({self.reason})"
 
     def as_dict(self) -> dict:
@@ -80,7 +85,7 @@ class FastPlan:
 
 
 def choose(*, precision: str = "auto", compile="auto", device_type: str = "cpu", native_bf16: bool = False,
-           model: str = "", single_pass: bool = False) -> FastPlan:
+           model: str = "", single_pass: bool = False, cuda_graphs="auto") -> FastPlan:
     """The fast plan for one run (pure), from the model's facts that hold on `device_type` (facts.py).
 
     `native_bf16`: the device computes bf16 natively (a CPU's avx512_bf16/amx_bf16; a GPU's
@@ -127,8 +132,26 @@ def choose(*, precision: str = "auto", compile="auto", device_type: str = "cpu",
     scoring = not (compiled and "eager scoring" in first)
     if not scoring:
         reasons.append(f"scoring eager: {first['eager scoring'].text()}")
+    graphs, why = graphs_choice(cuda_graphs, compiled, device_type)
+    reasons += [why] if why else []
     return FastPlan(precision, compiled, scaler=precision == "fp16" and device_type == "cuda", compile_scoring=scoring,
-                    reason="; ".join(reasons + unused))
+                    reason="; ".join(reasons + unused), cuda_graphs=graphs)
+
+
+def graphs_choice(asked, compiled: bool, device_type: str) -> tuple[bool, str]:
+    """Whether the compiled training loss is replayed as CUDA graphs, and what to say (pure).
+
+    `fast_cuda_graphs: auto` is off until a GPU measures that they pay (docs/fast.md); `true` turns
+    them on where they exist: compiled code on a GPU."""
+    if asked not in ("auto", True, False):
+        raise ConfigError(f"fast_cuda_graphs must be auto, true or false, got {asked!r}")
+    if asked is not True:
+        return False, ""
+    if device_type != "cuda":
+        return False, f"fast_cuda_graphs: {device_type} has no CUDA graphs"
+    if not compiled:
+        return False, "fast_cuda_graphs: only compiled code is replayed as CUDA graphs"
+    return True, ""
 
 
 def _not_applied(facts: list[Fact], device_type: str) -> str:
@@ -146,7 +169,8 @@ def plan_for(config, model_name: str, single_pass: bool = False) -> FastPlan | N
     device = torch.device(config["device"]) if config["device"] is not None else torch.device("cpu")
     native = torch.cuda.is_bf16_supported() if device.type == "cuda" else cpu_has_native_bf16()
     return choose(precision=setting(config, "fast_precision"), compile=setting(config, "fast_compile"),
-                  device_type=device.type, native_bf16=native, model=model_name, single_pass=single_pass)
+                  device_type=device.type, native_bf16=native, model=model_name, single_pass=single_pass,
+                  cuda_graphs=setting(config, "fast_cuda_graphs"))
 
 
 def cpu_has_native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
