@@ -91,10 +91,7 @@ def choose(*, precision: str = "auto", compile="auto", device_type: str = "cpu",
     `native_bf16`: the device computes bf16 natively (a CPU's avx512_bf16/amx_bf16; a GPU's
     `torch.cuda.is_bf16_supported()`).
     """
-    if precision not in PRECISIONS:
-        raise ConfigError(f"fast_precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    if compile not in ("auto", True, False):
-        raise ConfigError(f"fast_compile must be auto, true or false, got {compile!r}")
+    _check_settings(precision, compile)
     if single_pass:
         return FastPlan(reason=f"{model} is fitted in one pass without a training loop: nothing to accelerate")
     here, elsewhere = facts_of(model, device_type)
@@ -136,6 +133,13 @@ def choose(*, precision: str = "auto", compile="auto", device_type: str = "cpu",
     reasons += [why] if why else []
     return FastPlan(precision, compiled, scaler=precision == "fp16" and device_type == "cuda", compile_scoring=scoring,
                     reason="; ".join(reasons + unused), cuda_graphs=graphs)
+
+
+def _check_settings(precision, compile) -> None:
+    if precision not in PRECISIONS:
+        raise ConfigError(f"fast_precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if compile not in ("auto", True, False):
+        raise ConfigError(f"fast_compile must be auto, true or false, got {compile!r}")
 
 
 def graphs_choice(asked, compiled: bool, device_type: str) -> tuple[bool, str]:
