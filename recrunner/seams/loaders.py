@@ -29,6 +29,7 @@ keep RecBole's collate.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import types
 
@@ -110,12 +111,10 @@ class Tables:
 
     def to(self, device, moved: dict, ids=None) -> "Tables":
         """These tables on `device` (`ids`: the host rows of the ids the sampler reads)."""
-        copy = object.__new__(Tables)
-        copy.uid_field, copy.iid_field, copy.device = self.uid_field, self.iid_field, torch.device(device)
-        copy.inter = self.inter.to(device, moved)
-        copy.user, copy.item = (None if p is None else p.to(device, moved) for p in (self.user, self.item))
-        copy.host_features, copy.ids = self.host_features, ids
-        return copy
+        placed = copy.copy(self)  # the fields and the host features, as they are
+        placed.device, placed.ids, placed.inter = torch.device(device), ids, self.inter.to(device, moved)
+        placed.user, placed.item = (None if p is None else p.to(device, moved) for p in (self.user, self.item))
+        return placed
 
     def batch(self, rows: torch.Tensor):
         """The joined Interaction of the rows `rows` (a host tensor of row numbers), on the tables' device."""
@@ -170,8 +169,7 @@ def static_negatives(loader) -> bool:
 
 def gather_batches(loader, tables: Tables) -> None:
     """Make `loader` (RecBole's TrainDataLoader) build its batches by gathering rows of `tables`."""
-    dataset = loader._dataset
-    dataset.join = types.MethodType(lambda self, df: tables.join(df), dataset)  # negatives' features too
+    dataset = _joined_from(loader._dataset, tables)  # negatives' features too
     negatives = static_negatives(loader)
 
     def collate_fn(index):
@@ -189,8 +187,7 @@ def gather_batches(loader, tables: Tables) -> None:
 def gather_eval_batches(loader, tables: Tables) -> None:
     """Make a sequential model's FullSortEvalDataLoader gather its batches from `tables`: RecBole's
     (interaction, None, positive_u, positive_i), with the positives where the interaction is."""
-    dataset = loader._dataset
-    dataset.join = types.MethodType(lambda self, df: tables.join(df), dataset)
+    dataset = _joined_from(loader._dataset, tables)
 
     def collate_fn(index):
         interaction = loader.transform(dataset, tables.batch(torch.as_tensor(np.asarray(index, dtype=np.int64))))
@@ -198,6 +195,12 @@ def gather_eval_batches(loader, tables: Tables) -> None:
         return interaction, None, torch.arange(len(interaction), device=positive_i.device), positive_i
 
     loader.collate_fn = collate_fn
+
+
+def _joined_from(dataset, tables: Tables):
+    """`dataset`, whose `join` (RecBole's, which the loader's negative sampling calls) now reads `tables`."""
+    dataset.join = types.MethodType(lambda self, df: tables.join(df), dataset)
+    return dataset
 
 
 def _plain(table) -> bool:
