@@ -27,8 +27,9 @@ sys.path.insert(0, str(REPO))
 def _build(model: str, dataset: str, data_path: str | None):
     from recbole.config import Config
     from recbole.data import create_dataset, data_preparation
-    from recbole.utils import get_model, init_seed
+    from recbole.utils import init_seed
 
+    from recrunner.seams.models import model_class  # as runs build it: RecBole's anomaly detection off
     from recrunner.config.layers import layered_params
     from recrunner.seams.config import recbole_argv_cleared
     from recrunner.seams.environment import quiet_known_warnings
@@ -43,7 +44,7 @@ def _build(model: str, dataset: str, data_path: str | None):
         config = Config(model=model, dataset=dataset, config_dict=params)
     init_seed(config["seed"], config["reproducibility"])
     train, _, _ = data_preparation(config, create_dataset(config))
-    trainer = CustomTrainer(config, get_model(model)(config, train._dataset))
+    trainer = CustomTrainer(config, model_class(model)(config, train._dataset))
     return config, train, trainer
 
 
@@ -51,7 +52,9 @@ class _Modes:
     """Switch one training loader between RecBole's batches and recrunner's."""
 
     def __init__(self, train):
-        from recrunner.seams.loaders import gather_batches, plain_tables, vectorise
+        from recrunner.seams.loaders import gather_batches
+        from recrunner.seams.batch_tables import plain_tables
+        from recrunner.seams.samplers import vectorise
 
         self.train, dataset = train, train._dataset
         self.recbole = (train._sampler, vars(train).get("collate_fn"), vars(dataset).get("join"))

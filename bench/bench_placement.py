@@ -1,6 +1,9 @@
 """Batches built where the model is (recrunner/data/placement.py) against the previous data path, on the same work.
 
-    python bench/bench_placement.py [--cases SASRec:ml-1m BPR:ml-1m] [--epochs 3] [--data-path ../shared/datasets]
+    python bench/bench_placement.py [--cases SASRec:ml-1m BPR:ml-1m BPR:ml-1m:uni100] [--epochs 3] [--data-path DIR]
+
+A case is MODEL:DATASET, or MODEL:DATASET:MODE with MODE RecBole's evaluation mode (`eval_args`'s
+`mode`: full, uni100, labeled, ...).
 
 Per case, one process builds RecBole's loaders once (recrunner's config layers, RecBole's full
 sizes), then times, alternating, the two ways recrunner has built batches:
@@ -10,7 +13,7 @@ sizes), then times, alternating, the two ways recrunner has built batches:
             to the device
   placed    what runs do now: the tables placed by `place_tables` (on a GPU: copied there once,
             every batch a gather there; on a CPU: the same code on the host tables), training
-            and a sequential model's evaluation batches gathered
+            and evaluation batches gathered (full sort, sampled and labeled evaluation)
 
 Timed: a training epoch of the loader alone (batches and negatives, each moved to the device as the
 trainer moves it), a validation pass of the loader alone, and a full validation (`trainer.evaluate`,
@@ -31,11 +34,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
-def _build(model: str, dataset: str, data_path: str | None):
+def _build(model: str, dataset: str, data_path: str | None, mode: str | None = None):
     from recbole.config import Config
     from recbole.data import create_dataset, data_preparation
-    from recbole.utils import get_model, init_seed
+    from recbole.utils import init_seed
 
+    from recrunner.seams.models import model_class  # as runs build it: RecBole's anomaly detection off
     from recrunner.config.layers import layered_params
     from recrunner.seams.config import recbole_argv_cleared
     from recrunner.seams.environment import quiet_known_warnings
@@ -44,11 +48,13 @@ def _build(model: str, dataset: str, data_path: str | None):
     quiet_known_warnings()
     params = {**layered_params(REPO / "configs", model, dataset, {}), "show_progress": False, "progress_bar": False,
               **({"data_path": data_path} if data_path else {})}
+    if mode:
+        params["eval_args"] = {**(params.get("eval_args") or {}), "mode": mode}
     with recbole_argv_cleared():
         config = Config(model=model, dataset=dataset, config_dict=params)
     init_seed(config["seed"], config["reproducibility"])
     loaders = data_preparation(config, create_dataset(config))
-    trainer = CustomTrainer(config, get_model(model)(config, loaders[0]._dataset).to(config["device"]))
+    trainer = CustomTrainer(config, model_class(model)(config, loaders[0]._dataset).to(config["device"]))
     return config, loaders, trainer
 
 
@@ -57,7 +63,8 @@ class _Modes:
 
     def __init__(self, config, loaders):
         from recrunner.data.placement import place_tables
-        from recrunner.seams.loaders import plain_tables, vectorise_loaders
+        from recrunner.seams.loaders import vectorise_loaders
+        from recrunner.seams.batch_tables import plain_tables
 
         self.loaders = [loader for loader in loaders[:2]]
         recbole = self._current()
@@ -112,8 +119,8 @@ def _check_same(config, loaders, trainer, modes) -> int:
 
 
 def measure(case: str, epochs: int, data_path: str | None) -> dict:
-    model, dataset = case.split(":")
-    config, loaders, trainer = _build(model, dataset, data_path)
+    model, dataset, *mode = case.split(":")
+    config, loaders, trainer = _build(model, dataset, data_path, *mode)
     modes = _Modes(config, loaders)
     batches = _check_same(config, loaders, trainer, modes)
     device = trainer.device
@@ -133,7 +140,7 @@ def measure(case: str, epochs: int, data_path: str | None) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", nargs="+", default=["SASRec:ml-1m", "BPR:ml-1m"])
+    parser.add_argument("--cases", nargs="+", default=["SASRec:ml-1m", "BPR:ml-1m", "BPR:ml-1m:uni100"])
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--data-path", default=str(REPO.parent / "shared" / "datasets"))
     args = parser.parse_args(argv)
@@ -141,7 +148,7 @@ def main(argv=None) -> int:
     print("| case | device | batches | " + " | ".join(f"{w}: previous s | placed s | ratio" for w in whats) + " |")
     print("|---|---|---|" + "---|---|---|" * len(whats))
     for case in args.cases:
-        data_path = None if case.endswith(":ml-100k") else args.data_path  # ml-100k ships with RecBole
+        data_path = None if case.split(":")[1] == "ml-100k" else args.data_path  # ml-100k ships with RecBole
         m = measure(case, args.epochs, data_path)
         cells = [f"{m['median']['previous', w]:.3f} | {m['median']['placed', w]:.3f} | "
                  f"{m['median']['previous', w] / m['median']['placed', w]:.2f}x" for w in whats]

@@ -1,4 +1,4 @@
-"""seams/loaders.py: RecBole's negatives, checked as arrays, identical draw for draw."""
+"""seams/samplers.py and seams/loaders.py: RecBole's negatives, checked as arrays, identical draw for draw."""
 
 import copy
 
@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from recrunner import Experiment, prepare
-from recrunner.seams.loaders import UsedPairs, vectorise, vectorise_loaders
+from recrunner.seams.loaders import vectorise_loaders
+from recrunner.seams.samplers import UsedPairs, vectorise
 from tests.conftest import TINY_BPR, TINY_SASREC
 
 
@@ -103,8 +104,8 @@ def test_windowed_histories_keep_recbole_s_collate():
     from recbole.data.interaction import Interaction
 
     from recrunner.data.augmentation import WindowedColumns
-    from recrunner.seams import loaders
+    from recrunner.seams import batch_tables as tables
 
     windowed = Interaction({"item_id": torch.arange(3)})
     windowed.interaction = WindowedColumns({}, torch.arange(3), None, {})
-    assert not loaders._plain(windowed) and loaders._plain(Interaction({"item_id": torch.arange(3)}))
+    assert not tables._plain(windowed) and tables._plain(Interaction({"item_id": torch.arange(3)}))

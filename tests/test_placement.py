@@ -11,7 +11,7 @@ import torch
 from recrunner import Experiment, prepare
 from recrunner.data import placement
 from recrunner.data.cache import load_data
-from recrunner.seams import loaders as seam
+from recrunner.seams import batch_tables as seam
 from tests.conftest import TINY_BPR, TINY_SASREC
 
 
@@ -89,7 +89,8 @@ def _recrunner_loaders(workspace, model, params, device_only=False, monkeypatch=
 
 
 def _gathered(loader) -> bool:
-    return loader.collate_fn.__qualname__.startswith(("gather_batches.", "gather_eval_batches."))
+    return loader.collate_fn.__qualname__.startswith(("gather_batches.", "gather_eval_batches.", "gather_user_batches.",
+                                                   "gather_sampled_batches."))
 
 
 def _host(tensor):  # with a GPU visible, recrunner's batches are on it
@@ -115,6 +116,7 @@ def _epoch(loaders):
     ("SASRec", {**TINY_SASREC, "train_batch_size": 512, "eval_batch_size": 256}),  # windowed histories, CE
     ("SASRec", {**TINY_SASREC, "loss_type": "BPR", "train_neg_sample_args": {"uniform": 1}}),  # negatives
     ("BPR", {**TINY_BPR, "train_neg_sample_args": {"uniform": 2}}),               # plain interactions
+    ("BPR", {**TINY_BPR, "eval_args": {"mode": "uni100"}}),                       # sampled evaluation
     ("NeuMF", {"user_inter_num_interval": "[10,60]"}),                           # pointwise negatives, labels
     ("DeepFM", {"user_inter_num_interval": "[10,60]", "embedding_size": 8}),     # features joined, labels
 ])
@@ -123,7 +125,7 @@ def test_an_epoch_of_gathered_batches_is_recbole_s(workspace, monkeypatch, model
     expected_train, expected_valid, expected_rng = _epoch(_recbole_loaders(workspace, model, params))
     loaders = _recrunner_loaders(workspace, model, params, device_only, monkeypatch)
     assert _gathered(loaders[0])
-    assert _gathered(loaders[1]) == (model == "SASRec")  # a sequential model's full sort
+    assert _gathered(loaders[1]) and _gathered(loaders[2])  # every evaluation: full sort, sampled, labeled
     train, valid, rng = _epoch(loaders)
     assert len(train) == len(expected_train) > 1 and len(valid) == len(expected_valid)
     for a, b in zip(train, expected_train):
@@ -134,6 +136,9 @@ def test_an_epoch_of_gathered_batches_is_recbole_s(workspace, monkeypatch, model
                        if not name.startswith("neg_") and name not in made_by_recbole)  # are sent with .to(device)
     for a, b in zip(valid, expected_valid):
         _same(a[0].interaction, b[0].interaction)
+        if device_only:  # gathered there; sampled evaluation's labels are made there (torch.zeros on the device)
+            assert all(isinstance(column, DeviceOnly) for name, column in a[0].interaction.items() if name != "label")
+            assert not isinstance(a[1], tuple) or all(isinstance(part, DeviceOnly) for part in (*a[1], a[3]))
         for x, y in zip(a[1:], b[1:]):
             x, y = (x, y) if isinstance(x, tuple) else ((x,), (y,))  # (history users, history items)
             assert all((u is None and v is None) or torch.equal(_host(u), _host(v)) for u, v in zip(x, y))
@@ -141,6 +146,21 @@ def test_an_epoch_of_gathered_batches_is_recbole_s(workspace, monkeypatch, model
     if device_only:  # the dataset read whole on the host (RecBole's tree trainers do): host features
         whole = loaders[0]._dataset[:]
         assert not any(isinstance(column, DeviceOnly) for column in whole.interaction.values())
+
+
+def test_ragged_rows_are_recbole_s_cats_of_per_user_tensors():
+    from recrunner.seams.batch_tables import Ragged, consecutive_span
+
+    lists = [torch.tensor([5, 3]), torch.tensor([], dtype=torch.int64), torch.tensor([7]), torch.tensor([1, 2, 9])]
+    ragged = Ragged(lists)
+    for index in ([0, 1, 2], [1, 2, 3], [3, 0], [2, 2], [1], [0, 2]):  # RecBole's collate, on any rows
+        expected_u = torch.cat([torch.full_like(lists[i], k) for k, i in enumerate(index)])
+        expected_i = torch.cat([lists[i] for i in index])
+        users, items = ragged.take(np.array(index), consecutive_span(index))
+        assert torch.equal(users, expected_u) and torch.equal(items, expected_i)
+        assert users.dtype == items.dtype == torch.int64
+    assert consecutive_span([4, 5, 6]) == (4, 7) and consecutive_span(np.array([4, 5])) == (4, 6)
+    assert consecutive_span([4, 6]) is None and consecutive_span([2, 2]) is None and consecutive_span([]) is None
 
 
 def test_a_table_is_copied_once_however_many_loaders_read_it(workspace, monkeypatch):

@@ -30,7 +30,8 @@ import torch
 
 from ..config.params import setting
 from ..core.files import size_text
-from ..seams.loaders import Rows, gathered, plain_tables, static_negatives
+from ..seams.loaders import gathered, host_tables, static_negatives
+from ..seams.batch_tables import Rows, Tables
 
 logger = logging.getLogger("recrunner")
 
@@ -76,7 +77,7 @@ def host_only(config, loaders) -> str | None:
 def place_tables(config, loaders):
     """`tables(loader)` for `vectorise_loaders`: each loader's Tables, on the run's device where they
     fit (one line says where, on a GPU), else on the host; None for a loader RecBole must collate."""
-    found = {id(loader): plain_tables(loader._dataset) for loader in loaders
+    found = {id(loader): host_tables(loader) for loader in loaders
              if loader is not None and gathered(loader) is not None}
     device = str(torch.device(config["device"] or "cpu"))
     unique = {id(t): t for tables in found.values() if tables is not None for t in tables.tensors()}
@@ -89,7 +90,7 @@ def place_tables(config, loaders):
         for loader in loaders:
             tables = found.get(id(loader))
             if tables is not None:
-                ids = _id_rows(loader._dataset)
+                ids = _id_rows(loader._dataset) if isinstance(tables, Tables) else None
                 keep_host = ids is None and static_negatives(loader)  # no ids for the sampler: RecBole's collate
                 found[id(loader)] = None if keep_host else tables.to(where.device, moved, ids=ids)
     return lambda loader: found.get(id(loader))

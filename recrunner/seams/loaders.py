@@ -1,162 +1,86 @@
-"""RecBole builds each training batch with Python loops; recrunner builds the same batches as arrays.
+"""RecBole builds each batch with Python loops; recrunner gathers the same batches with tensor indexing.
 
 | RecBole 1.2.1                                           | recrunner                                        |
 |---------------------------------------------------------|--------------------------------------------------|
-| `AbstractSampler.sample_by_key_ids` (recbole/sampler):  | `vectorise`: the same draws (`self.sampling`,    |
-| draws all values, then keeps redrawing those a Python   | same sizes, same order, so numpy's global RNG    |
-| list comprehension finds in the key's set of used ids   | moves exactly as in RecBole), checked against    |
-| (`v in used`), one at a time: 18% of a BPR ml-1m epoch  | one bitmap of (key, value) pairs (`UsedPairs`)   |
-| `_pop_sampling`: a Python loop over every draw          | the same alias-table lookup as array indexing    |
 | `TrainDataLoader.collate_fn` -> `Dataset.__getitem__`   | `gather_batches`: the rows and the joined user   |
 | and `Dataset.join` -> `Interaction.__getitem__`, which  | and item features gathered with a tensor index   |
 | turns the index into a Python list for every column     | (what indexing with that list gives)             |
-
 | `FullSortEvalDataLoader.collate_fn` (sequential        | `gather_eval_batches`: the same 4-tuple, from   |
 | models): `Dataset.__getitem__`, as in training         | the gathered rows                                |
+| `FullSortEvalDataLoader.collate_fn` (other models):    | `gather_user_batches`: the users' rows, their    |
+| a `torch.full_like` and a `torch.cat` over the batch's | histories and positives sliced from one flat     |
+| users' history and positive tensors, a list per user   | tensor each (`UserTables`, `Ragged`)             |
 
-Batches, negatives and numpy's RNG state are identical to RecBole's, element for element
-(tests/test_loaders_seam.py compares whole epochs), so exact mode stays bit-identical: this seam
-is on in every run (`data/cache.py`). A sampler whose `used_ids` is replaced between calls
-(RepeatableSampler does that per batch) gets its pairs rebuilt when that happens.
+Batches are identical to RecBole's, element for element, and the samplers' negatives and numpy's
+RNG too (`seams/samplers.py`; tests/test_loaders_seam.py and tests/test_placement.py compare whole
+epochs), so exact mode stays bit-identical: this seam is on in every run (`data/cache.py`).
 
-Where the rows are gathered is a `Tables`: the interactions' columns and the user and item
-features joined to them (each a `Rows`), all on one device. On a GPU (`recrunner.data.placement` decides) the tables are copied there once and
-a batch is a gather there: only the batch's row numbers cross from the host, and, where negatives
-are drawn, the user and item ids RecBole's sampler reads (gathered from host copies) and the
-negatives it draws with numpy's RNG, as RecBole draws them. Loaders this module does not know
-keep RecBole's collate.
+Where the rows are gathered is a `Tables` (training and a sequential model's evaluation: the
+interactions' columns and the user and item features joined to them, each a `Rows`) or a
+`UserTables` (a full-sort evaluation's users), all on one device. On a GPU
+(`recrunner.data.placement` decides) the tables are copied there once and a batch is a gather
+there: only the batch's row numbers cross from the host (none for the evaluation's consecutive
+users), and, where negatives are drawn, the user and item ids RecBole's sampler reads (gathered
+from host copies) and the negatives it draws with numpy's RNG, as RecBole draws them. Loaders this
+module does not know (sampled evaluation, knowledge-graph loaders) keep RecBole's collate.
 """
 
 from __future__ import annotations
 
-import copy
-import itertools
 import types
 
 import numpy as np
 import torch
 
-_SAMPLERS = ("Sampler", "RepeatableSampler")  # the samplers of interaction loaders
+from .samplers import vectorise_sampler
+from .batch_tables import Tables, UserTables, plain_tables
 
 
 def vectorise_loaders(loaders, tables=None) -> None:
-    """Give every RecBole sampler behind `loaders` the array check, and every training loader (and a
-    sequential model's full-sort evaluation loaders) gathered batches, each once. `tables(loader)`:
-    where the loader's rows are gathered (a `Tables`, or None: RecBole's collate); without it, a
-    plain dataset's tables on the host."""
+    """Give every RecBole sampler behind `loaders` the array check, and every loader this module can
+    collate (`gathered`) gathered batches, each once. `tables(loader)`: where the loader's rows are
+    gathered (a `Tables` or `UserTables`, or None: RecBole's collate); without it, on the host."""
     for loader in loaders:
         if loader is None:
             continue
         sampler = getattr(loader, "_sampler", None)
-        if sampler is not None and type(sampler).__name__ in _SAMPLERS and not hasattr(sampler, "_recrunner_codes"):
-            vectorise(sampler)
+        if sampler is not None:
+            vectorise_sampler(sampler)
         kind = gathered(loader)
-        found = None if kind is None else tables(loader) if tables is not None else plain_tables(loader._dataset)
-        if found is None:
-            continue
-        (gather_batches if kind == "train" else gather_eval_batches)(loader, found)
+        found = None if kind is None else tables(loader) if tables is not None else host_tables(loader)
+        if found is not None:
+            COLLATES[kind](loader, found)
 
 
 def gathered(loader) -> str | None:
     """Which of this module's collates `loader` can take: "train", "eval" (a sequential model's full
-    sort), or None (RecBole's own stays)."""
+    sort: rows of the interactions), "users" (another model's full sort: the users, their histories
+    and positives), or None (RecBole's own stays)."""
     kind = type(loader).__name__
     if kind == "TrainDataLoader":
         return "train"
-    if kind == "FullSortEvalDataLoader" and getattr(loader, "is_sequential", False):
-        return "eval"
+    if kind == "FullSortEvalDataLoader":
+        return "eval" if getattr(loader, "is_sequential", False) else "users"
+    if kind == "NegSampleEvalDataLoader":
+        return "sampled"
     return None
 
 
-class Rows:
-    """The rows of an Interaction's plain tensor columns: `take(index)` gives each column at `index`."""
-
-    def __init__(self, columns: dict):
-        self.columns = dict(columns)
-
-    def tensors(self) -> list:
-        return list(self.columns.values())
-
-    def to(self, device, moved: dict) -> "Rows":
-        return Rows({name: moved_to(column, device, moved) for name, column in self.columns.items()})
-
-    def take(self, index) -> dict:
-        return {name: column[index] for name, column in self.columns.items()}
-
-
-def moved_to(tensor: torch.Tensor, device, moved: dict) -> torch.Tensor:
-    """`tensor` on `device`, copied once however many tables hold it (`moved`: id -> (tensor, copy))."""
-    if tensor.device == torch.device(device):
-        return tensor
-    if id(tensor) not in moved:
-        moved[id(tensor)] = (tensor, tensor.to(device))  # the original is kept, so its id is not reused
-    return moved[id(tensor)][1]
-
-
-class Tables:
-    """Where a dataset's batches are gathered: its interactions' rows (`inter`), the user and item
-    features joined to them (`user`, `item`), on `device`; `ids`: host rows of the user and item
-    ids RecBole's sampler reads (None on a CPU: the batch's own)."""
-
-    def __init__(self, dataset, inter):
-        """`dataset`'s tables on the host, with `inter` for its interactions."""
-        self.uid_field, self.iid_field = dataset.uid_field, dataset.iid_field
-        self.inter, self.ids, self.device = inter, None, torch.device("cpu")
-        self.user = _feature_rows(getattr(dataset, "user_feat", None))
-        self.item = _feature_rows(getattr(dataset, "item_feat", None))
-        self.host_features = (self.user, self.item)
-
-    def tensors(self) -> list:
-        return [t for part in (self.inter, self.user, self.item) if part is not None for t in part.tensors()]
-
-    def to(self, device, moved: dict, ids=None) -> "Tables":
-        """These tables on `device` (`ids`: the host rows of the ids the sampler reads)."""
-        placed = copy.copy(self)  # the fields and the host features, as they are
-        placed.device, placed.ids, placed.inter = torch.device(device), ids, self.inter.to(device, moved)
-        placed.user, placed.item = (None if p is None else p.to(device, moved) for p in (self.user, self.item))
-        return placed
-
-    def batch(self, rows: torch.Tensor):
-        """The joined Interaction of the rows `rows` (a host tensor of row numbers), on the tables' device."""
-        from recbole.data.interaction import Interaction
-
-        return self.join(Interaction(self.inter.take(rows.to(self.device, non_blocking=True))))
-
-    def join(self, df):
-        """RecBole's Dataset.join: the user's and the item's features added to each row, from the
-        tables on the device the rows' ids are on (a host Interaction, as RecBole's tree trainers
-        read `dataset[:]`, gets host features)."""
-        from recbole.data.interaction import Interaction
-
-        for field, placed, host in ((self.uid_field, self.user, self.host_features[0]),
-                                    (self.iid_field, self.item, self.host_features[1])):
-            if placed is not None and field in df:
-                ids = df[field]
-                rows = placed if _on(ids, self.device) else host
-                df.update(Interaction(rows.take(ids)))
-        return df
-
-    def sampled_ids(self, rows: torch.Tensor, batch) -> tuple[np.ndarray, np.ndarray]:
-        """The user and item ids of the batch's rows as numpy arrays, what RecBole's sampler reads."""
-        source = batch if self.ids is None else self.ids.take(rows)
-        return source[self.uid_field].numpy(), source[self.iid_field].numpy()
-
-
-def _on(tensor: torch.Tensor, device: torch.device) -> bool:
-    """Whether `tensor` is on `device` (cuda:0 and a tensor on cuda:0; cpu and cpu:0 alike)."""
-    return tensor.device.type == device.type and device.index in (None, tensor.device.index or 0)
-
-
-def _feature_rows(table) -> Rows | None:
-    return None if table is None else Rows(table.interaction)
-
-
-def plain_tables(dataset) -> Tables | None:
-    """A dataset's tables on the host, where its interactions and features are plain tensors (else None)."""
-    tables = [dataset.inter_feat, getattr(dataset, "user_feat", None), getattr(dataset, "item_feat", None)]
-    if not all(table is None or _plain(table) for table in tables):
+def host_tables(loader):
+    """The tables `loader` gathers its batches from, on the host (None: it keeps RecBole's collate)."""
+    kind = gathered(loader)
+    if kind == "users":
+        return UserTables.of(loader)
+    if kind == "sampled" and static_negatives(loader) and not _pointwise_as_drawn(loader):
         return None
-    return Tables(dataset, Rows(dataset.inter_feat.interaction))
+    return plain_tables(loader._dataset)
+
+
+def _pointwise_as_drawn(loader) -> bool:
+    """Whether a sampled evaluation's per-user batches can be gathered whole: RecBole's pointwise
+    negatives (every evaluation loader's) and no transform (RecBole transforms each user's rows)."""
+    sampling = getattr(loader.sampling_func, "__func__", loader.sampling_func)
+    return sampling.__name__ == "_neg_sample_by_point_wise_sampling" and type(loader.transform).__name__ == "Equal"
 
 
 def static_negatives(loader) -> bool:
@@ -197,88 +121,64 @@ def gather_eval_batches(loader, tables: Tables) -> None:
     loader.collate_fn = collate_fn
 
 
+def gather_sampled_batches(loader, tables: Tables) -> None:
+    """Make a NegSampleEvalDataLoader gather its batches from `tables`: RecBole's (interaction, each
+    row's user, positive users, positive items) where it draws negatives (uni100: each user's rows,
+    then those rows again with a negative item each, with labels 1 and 0), else (interaction, None,
+    None, None). Negatives are drawn user by user, as RecBole draws them: numpy's RNG moves as there."""
+    dataset = _joined_from(loader._dataset, tables)
+    if not static_negatives(loader):
+        def collate_fn(index):
+            rows = torch.as_tensor(np.asarray(index, dtype=np.int64))
+            return loader._neg_sampling(loader.transform(dataset, tables.batch(rows))), None, None, None
+    else:
+        def collate_fn(index):
+            return _sampled_batch(loader, tables, loader.uid_list[np.asarray(index, dtype=np.int64)])
+
+    loader.collate_fn = collate_fn
+
+
+def _sampled_batch(loader, tables: Tables, users):
+    """RecBole's NegSampleEvalDataLoader batch of `users`: per user, cat_interactions of its rows made
+    pointwise (rows, then the rows `times - 1` times more with drawn items), in one gather and one join."""
+    from recbole.data.interaction import Interaction
+
+    spans = [loader.uid2index[user] for user in users]  # each user's rows of the sorted interactions
+    counts = np.array([span.stop - span.start for span in spans], dtype=np.int64)
+    times, device = loader.times, tables.device
+    drawn = [loader._sampler.sample_by_user_ids(*tables.sampled_ids(torch.arange(span.start, span.stop)),
+                                                loader.neg_sample_num) for span in spans]  # one call per user
+    rows = np.concatenate([np.tile(np.arange(span.start, span.stop), times) for span in spans])
+    starts = np.cumsum(counts * times) - counts * times  # where each user's block begins
+    positive = np.concatenate([np.arange(start, start + count) for start, count in zip(starts, counts)])
+    negative = np.setdiff1d(np.arange(len(rows)), positive, assume_unique=True)  # in order: the drawn ids' order
+    data = Interaction(tables.inter.take(torch.from_numpy(rows).to(device, non_blocking=True)))
+    items = data[tables.iid_field]
+    positive_i = items[torch.from_numpy(positive).to(device)]
+    items[torch.from_numpy(negative).to(device)] = torch.cat(drawn).to(device)
+    labels = torch.zeros(len(rows), device=device)
+    labels[torch.from_numpy(positive).to(device)] = 1.0
+    data = tables.join(data)
+    data.update(Interaction({loader.label_field: labels}))
+    owner = torch.from_numpy(np.arange(len(users), dtype=np.int64))
+    return (data, owner.repeat_interleave(torch.from_numpy(counts * times)).to(device),
+            owner.repeat_interleave(torch.from_numpy(counts)).to(device), positive_i)
+
+
 def _joined_from(dataset, tables: Tables):
     """`dataset`, whose `join` (RecBole's, which the loader's negative sampling calls) now reads `tables`."""
     dataset.join = types.MethodType(lambda self, df: tables.join(df), dataset)
     return dataset
 
 
-def _plain(table) -> bool:
-    columns = table.interaction  # a WindowedColumns (not a dict) would make every window if iterated
-    return type(columns) is dict and all(isinstance(column, torch.Tensor) for column in columns.values())
+def gather_user_batches(loader, tables: UserTables) -> None:
+    """Make a general model's FullSortEvalDataLoader gather its batches of users from `tables`."""
+
+    def collate_fn(index):
+        return tables.batch(index)
+
+    loader.collate_fn = collate_fn
 
 
-def vectorise(sampler) -> None:
-    """Replace `sampler`'s `sample_by_key_ids` (and `_pop_sampling`) on the instance."""
-    sampler._recrunner_codes = None  # (the used_ids it was built from, their UsedPairs)
-    sampler.sample_by_key_ids = types.MethodType(_sample_by_key_ids, sampler)
-    if getattr(sampler, "distribution", "") == "popularity":
-        sampler._pop_sampling = types.MethodType(_pop_sampling, sampler)
-
-
-_BITMAP_LIMIT = 2**31  # keys x width up to this: one bit per pair (256 MB at most), else sorted codes
-
-
-class UsedPairs:
-    """RecBole's `used_ids` (an array of sets, one per key) as arrays: `contains(keys, values)` answers
-    what RecBole's `v in used_ids[k]` answers, for whole arrays at once.
-
-    A bitmap of keys x width bits (ml-1m: 2.6 MB) where it fits under `limit`, else the sorted
-    `key * width + value` codes searched with `np.searchsorted` (slower: a binary search per value).
-    """
-
-    def __init__(self, used_ids, limit: int = _BITMAP_LIMIT):
-        sizes = np.fromiter((len(s) for s in used_ids), dtype=np.int64, count=len(used_ids))
-        values = np.fromiter(itertools.chain.from_iterable(used_ids), dtype=np.int64, count=int(sizes.sum()))
-        self.width = int(values.max()) + 1 if len(values) else 1
-        codes = np.repeat(np.arange(len(used_ids), dtype=np.int64), sizes) * self.width + values
-        if len(used_ids) * self.width <= limit:
-            bits = np.zeros(len(used_ids) * self.width, dtype=bool)
-            bits[codes] = True
-            self.bitmap, self.codes = np.packbits(bits, bitorder="little"), None
-        else:
-            self.bitmap, self.codes = None, np.sort(codes)
-
-    def contains(self, keys: np.ndarray, values: np.ndarray) -> np.ndarray:
-        values = np.asarray(values, dtype=np.int64)
-        inside = (values >= 0) & (values < self.width)
-        wanted = np.asarray(keys, dtype=np.int64) * self.width + np.where(inside, values, 0)
-        if self.bitmap is not None:
-            return inside & ((self.bitmap[wanted >> 3] >> (wanted & 7).astype(np.uint8)) & 1).astype(bool)
-        if not len(self.codes):
-            return np.zeros(len(wanted), dtype=bool)
-        found = self.codes[np.minimum(np.searchsorted(self.codes, wanted), len(self.codes) - 1)]
-        return inside & (found == wanted)
-
-
-def _sample_by_key_ids(self, key_ids, num):
-    key_ids = np.array(key_ids)
-    if len(key_ids) == 0 or (key_ids == key_ids[0]).all():  # RecBole's own path is arrays already
-        return type(self).sample_by_key_ids(self, key_ids, num)
-    if key_ids.min() < 0 or key_ids.max() >= len(self.used_ids):
-        raise IndexError(f"key id out of range [0, {len(self.used_ids)})")  # RecBole's callers turn it into a message
-    built = self._recrunner_codes
-    if built is None or built[0] is not self.used_ids:
-        built = self._recrunner_codes = (self.used_ids, UsedPairs(self.used_ids))
-    used = built[1]
-
-    total_num = len(key_ids) * num
-    value_ids = np.zeros(total_num, dtype=np.int64)
-    check_list = np.arange(total_num)
-    key_ids = np.tile(key_ids, num)
-    while len(check_list) > 0:
-        value_ids[check_list] = self.sampling(len(check_list))
-        check_list = check_list[used.contains(key_ids[check_list], value_ids[check_list])]
-    return torch.tensor(value_ids, dtype=torch.long)
-
-
-def _pop_sampling(self, sample_num):
-    table = getattr(self, "_recrunner_alias", None)
-    if table is None or table[0] is not self.prob:
-        keys = list(self.prob.keys())
-        table = self._recrunner_alias = (self.prob, np.array(keys), np.array([self.prob[k] for k in keys]),
-                                         np.array([self.alias[k] for k in keys]))
-    _, keys, prob, alias = table
-    random_index_list = np.random.randint(0, len(keys), sample_num)
-    random_prob_list = np.random.random(sample_num)
-    return np.where(prob[random_index_list] > random_prob_list, keys[random_index_list], alias[random_index_list])
+COLLATES = {"train": gather_batches, "eval": gather_eval_batches, "users": gather_user_batches,
+            "sampled": gather_sampled_batches}
