@@ -1,7 +1,7 @@
 """The project's GPU check: docs/runs.md's promises on the device at hand, in minutes, as one table.
 
     bash bench/gpu_check.sh WHEELS_DIR           # a GPU machine with torch but not RecBole (../shared/GPU.md)
-    python bench/gpu_check.py [--tiny] [--out DIR] [--steps resume+tests,main,fast,cells] [--data-path DIR] [--budget S]
+    python bench/gpu_check.py [--tiny] [--out DIR] [--steps resume+tests,main,fast,models,cells] [--data-path DIR] [--budget S]
 
 Steps, in order of importance, each time-boxed and written to OUT/steps/<step>.json as it ends (steps
 joined by "+" run at the same time: only steps that time nothing should share the machine):
@@ -14,6 +14,8 @@ joined by "+" run at the same time: only steps that time nothing should share th
           recrunner's exact mode: seconds per epoch, GPU busy share, peak memory, test metrics equal;
           and exact mode with its batches built on the host (batches_on_device: false), as before
   fast    the main job with --fast, 3 epochs; on a GPU again with fast_cuda_graphs: true
+  models  GRU4Rec, BPR and LightGCN at RecBole's sizes, 2 epochs exact, batches built on the GPU and
+          on the host: seconds per epoch, test metrics equal
   cells   4 seeds of the quick job at once on one GPU (--gpus 0,0,0,0 --workers 4) against one at a time
 Then one table: OUT/gpu_check.md (and .json), rewritten after every step, so a check cut short by
 --budget (seconds for the whole check: every process's timeout is cut to what is left, and a step
@@ -305,6 +307,30 @@ def fast(check: Check) -> dict:
             "--fast with CUDA graphs, test ndcg@10": str(graphs.get("test", {}).get("ndcg@10"))}
 
 
+MODELS = {"GRU4Rec": {"embedding_size": 8, "hidden_size": 8, "MAX_ITEM_LIST_LENGTH": 10},  # issue 46: their exact
+          "BPR": {"embedding_size": 8}, "LightGCN": {"embedding_size": 8, "n_layers": 1}}  # epochs; tiny sizes
+
+
+def models(check: Check) -> dict:
+    """GRU4Rec, BPR and LightGCN at RecBole's sizes, 2 epochs exact, batches built on the device and on
+    the host (on a CPU, where the two are one path, once, tiny): seconds per epoch, test metrics equal."""
+    rows = {}
+    for model, tiny in MODELS.items():
+        params = {"epochs": 2, "stopping_step": 100} if not check.tiny else {**tiny, "epochs": 1}
+        found = {}
+        for where, extra in (("device", {}), ("host", {"batches_on_device": False}))[:2 if check.gpu else 1]:
+            name = f"models-{model}-{where}"
+            check.recrunner(["--model", model, "--dataset", check.dataset, "--name", name,
+                             "--set", *[f"{k}={json.dumps(v)}" for k, v in {**params, **extra}.items()]], 240, name)
+            found[where] = recorded(check, name)
+            rows[f"{model}, batches built on the {where}, s/epoch"] = _seconds(found[where])
+        if "host" in found:
+            same = found["host"].get("test") and found["host"]["test"] == found["device"].get("test")
+            rows[f"{model}, test metrics"] = "equal on both paths" if same else \
+                f"DIFFER: {found['device'].get('test')} vs {found['host'].get('test')}"
+    return rows
+
+
 def cells(check: Check) -> dict:
     grid = check.out / "cells.yaml"
     grid.write_text(json.dumps({"models": ["SASRec"], "datasets": ["ml-100k"], "seeds": [1, 2, 3, 4],
@@ -321,7 +347,7 @@ def cells(check: Check) -> dict:
     return {"4 cells, one at a time": _s(one), "4 cells at once": f"{_s(both)} ({ratio})"}
 
 
-STEPS = {"resume": resume, "tests": tests, "main": main_job, "fast": fast, "cells": cells}
+STEPS = {"resume": resume, "tests": tests, "main": main_job, "fast": fast, "models": models, "cells": cells}
 
 
 def _seconds(run: dict) -> str:
@@ -371,7 +397,7 @@ def write_table(check: Check, table: dict, seconds: float, left: list[str]) -> s
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.environ.get("OUT", "gpu-check"), help="results folder (default: $OUT)")
-    parser.add_argument("--steps", default="resume+tests,main,fast,cells",
+    parser.add_argument("--steps", default="resume+tests,main,fast,models,cells",
                         help="comma-separated groups of " + ", ".join(STEPS) + "; a group's steps joined by + run at once")
     parser.add_argument("--tiny", action="store_true", help="tiny sizes on ml-100k (always without a GPU)")
     parser.add_argument("--data-path", default=None, help="the folder holding ml-1m/ (default $RECRUNNER_DATA_PATH)")

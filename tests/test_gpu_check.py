@@ -9,7 +9,7 @@ from .conftest import REPO
 
 
 def test_the_gpu_check_runs_on_a_cpu_at_tiny_sizes_and_every_promise_holds(tmp_path):
-    steps = "resume,main,fast,cells"  # `tests` is the suite's own business here
+    steps = "resume,main,fast,models,cells"  # `tests` is the suite's own business here
     done = subprocess.run([sys.executable, "bench/gpu_check.py", "--out", str(tmp_path), "--steps", steps],
                           cwd=REPO, capture_output=True, text=True, timeout=900)
 
@@ -24,4 +24,6 @@ def test_the_gpu_check_runs_on_a_cpu_at_tiny_sizes_and_every_promise_holds(tmp_p
     assert table["exact, batches built on the host, test metrics"] == "equal to batches built on the device"
     assert "FAILED" not in json.dumps(table), table
     assert len(table["--fast, s/epoch"].split(", ")) == 3
+    assert [k for k in table if k.startswith(("GRU4Rec", "BPR", "LightGCN"))] == [
+        f"{model}, batches built on the device, s/epoch" for model in ("GRU4Rec", "BPR", "LightGCN")]
     assert (tmp_path / "gpu_check.md").read_text().startswith("# GPU check on CPU")
