@@ -49,7 +49,7 @@ class Tables:
     def __init__(self, dataset, inter):
         """`dataset`'s tables on the host, with `inter` for its interactions."""
         self.uid_field, self.iid_field = dataset.uid_field, dataset.iid_field
-        self.inter, self.ids, self.device = inter, None, torch.device("cpu")
+        self.inter, self.ids, self.device, self._host_ids = inter, None, torch.device("cpu"), None
         self.user = _feature_rows(getattr(dataset, "user_feat", None))
         self.item = _feature_rows(getattr(dataset, "item_feat", None))
         self.host_features = (self.user, self.item)
@@ -61,6 +61,7 @@ class Tables:
         """These tables on `device` (`ids`: the host rows of the ids the sampler reads)."""
         placed = copy.copy(self)  # the fields and the host features, as they are
         placed.device, placed.ids, placed.inter = torch.device(device), ids, self.inter.to(device, moved)
+        placed._host_ids = None  # from `ids` when first asked
         placed.user, placed.item = (None if p is None else p.to(device, moved) for p in (self.user, self.item))
         return placed
 
@@ -84,13 +85,17 @@ class Tables:
                 df.update(Interaction(rows.take(ids)))
         return df
 
-    def sampled_ids(self, rows: torch.Tensor, batch=None) -> tuple[np.ndarray, np.ndarray]:
-        """The user and item ids of the rows `rows` (host row numbers) as numpy arrays, what RecBole's
-        sampler reads: from the host copies, else from `batch` (those rows), else from the host tables."""
-        fields = (self.uid_field, self.iid_field)
-        source = self.ids.take(rows) if self.ids is not None else batch if batch is not None else \
-            {field: self.inter.columns[field][rows] for field in fields}
-        return source[fields[0]].numpy(), source[fields[1]].numpy()
+    def sampled_ids(self, rows: torch.Tensor, batch) -> tuple[np.ndarray, np.ndarray]:
+        """The user and item ids of the batch's rows as numpy arrays, what RecBole's sampler reads."""
+        source = batch if self.ids is None else self.ids.take(rows)
+        return source[self.uid_field].numpy(), source[self.iid_field].numpy()
+
+    def host_ids(self) -> tuple[np.ndarray, np.ndarray]:
+        """The user and item ids of every row as host arrays (the sampler reads slices of them), made once."""
+        if self._host_ids is None:
+            source = (self.ids or self.inter).columns
+            self._host_ids = (source[self.uid_field].numpy(), source[self.iid_field].numpy())
+        return self._host_ids
 
 
 def _on(tensor: torch.Tensor, device: torch.device) -> bool:

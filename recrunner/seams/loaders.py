@@ -144,25 +144,22 @@ def _sampled_batch(loader, tables: Tables, users):
     from recbole.data.interaction import Interaction
 
     spans = [loader.uid2index[user] for user in users]  # each user's rows of the sorted interactions
-    counts = np.array([span.stop - span.start for span in spans], dtype=np.int64)
-    times, device = loader.times, tables.device
-    drawn = [loader._sampler.sample_by_user_ids(*tables.sampled_ids(torch.arange(span.start, span.stop)),
-                                                loader.neg_sample_num) for span in spans]  # one call per user
+    counts = np.fromiter((span.stop - span.start for span in spans), dtype=np.int64, count=len(spans))
+    times, device, (uids, iids) = loader.times, tables.device, tables.host_ids()
+    drawn = [loader._sampler.sample_by_user_ids(uids[span], iids[span], loader.neg_sample_num)
+             for span in spans]  # one call per user, in order: numpy's RNG moves as in RecBole
     rows = np.concatenate([np.tile(np.arange(span.start, span.stop), times) for span in spans])
-    starts = np.cumsum(counts * times) - counts * times  # where each user's block begins
-    positive = np.concatenate([np.arange(start, start + count) for start, count in zip(starts, counts)])
-    negative = np.setdiff1d(np.arange(len(rows)), positive, assume_unique=True)  # in order: the drawn ids' order
+    owner = np.repeat(np.arange(len(users), dtype=np.int64), counts * times)  # each row's user
+    block = np.cumsum(counts * times) - counts * times  # where each user's rows begin
+    positive = torch.from_numpy(np.arange(len(rows)) - block[owner] < counts[owner]).to(device)  # its first rows
     data = Interaction(tables.inter.take(torch.from_numpy(rows).to(device, non_blocking=True)))
     items = data[tables.iid_field]
-    positive_i = items[torch.from_numpy(positive).to(device)]
-    items[torch.from_numpy(negative).to(device)] = torch.cat(drawn).to(device)
-    labels = torch.zeros(len(rows), device=device)
-    labels[torch.from_numpy(positive).to(device)] = 1.0
+    positive_i = items[positive]
+    items[~positive] = torch.cat(drawn).to(device)  # in order: each user's rows repeated, as drawn
     data = tables.join(data)
-    data.update(Interaction({loader.label_field: labels}))
-    owner = torch.from_numpy(np.arange(len(users), dtype=np.int64))
-    return (data, owner.repeat_interleave(torch.from_numpy(counts * times)).to(device),
-            owner.repeat_interleave(torch.from_numpy(counts)).to(device), positive_i)
+    data.update(Interaction({loader.label_field: positive.to(torch.get_default_dtype())}))  # RecBole's 1.0 and 0.0
+    positive_u = np.repeat(np.arange(len(users), dtype=np.int64), counts)
+    return data, torch.from_numpy(owner).to(device), torch.from_numpy(positive_u).to(device), positive_i
 
 
 def _joined_from(dataset, tables: Tables):
