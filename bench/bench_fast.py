@@ -71,8 +71,9 @@ def one_run(fast: bool, model: str, dataset: str, epochs: int, max_batches: int 
     import torch
     from recbole.config import Config
     from recbole.data import create_dataset, data_preparation
-    from recbole.utils import get_model, init_seed
+    from recbole.utils import init_seed
 
+    from recrunner.seams.models import model_class  # as runs build it: RecBole's anomaly detection off
     from recrunner.seams.config import recbole_argv_cleared
     from recrunner.seams.environment import quiet_known_warnings
     from recrunner.data.placement import place_tables
@@ -97,8 +98,9 @@ def one_run(fast: bool, model: str, dataset: str, epochs: int, max_batches: int 
     vectorise_loaders(loaders, place_tables(config, loaders))  # what every run's loaders do (seams/loaders.py)
     train, valid, _ = loaders
     init_seed(config["seed"], config["reproducibility"])
-    trainer = CustomTrainer(config, get_model(model)(config, train._dataset))
+    trainer = CustomTrainer(config, model_class(model)(config, train._dataset))
     trainer.eval_collector.data_collect(train)
+    assert not torch.is_anomaly_enabled(), "anomaly detection on: the model was not built as runs build it"
     batches = len(train)
     loader = _FirstBatches(train, max_batches) if max_batches and max_batches < batches else train
     scale = batches / len(loader)

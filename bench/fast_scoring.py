@@ -26,9 +26,10 @@ def trained(model: str, seed: int, bf16: bool, epochs: int):
     """A CustomTrainer after `epochs` epochs, and the test loader."""
     from recbole.config import Config
     from recbole.data import create_dataset, data_preparation
-    from recbole.utils import get_model, init_seed
+    from recbole.utils import init_seed
 
     from fast_seeds import PARAMS
+    from recrunner.seams.models import model_class  # as runs build it: RecBole's anomaly detection off
     from recrunner.config.layers import layered_params
     from recrunner.seams.config import recbole_argv_cleared
     from recrunner.training.loop.trainer import CustomTrainer
@@ -44,7 +45,7 @@ def trained(model: str, seed: int, bf16: bool, epochs: int):
     init_seed(config["seed"], config["reproducibility"])
     train, _, test = data_preparation(config, create_dataset(config))
     init_seed(config["seed"], config["reproducibility"])
-    trainer = CustomTrainer(config, get_model(model)(config, train._dataset))
+    trainer = CustomTrainer(config, model_class(model)(config, train._dataset))
     trainer.eval_collector.data_collect(train)
     for epoch in range(epochs):
         trainer.epoch = epoch

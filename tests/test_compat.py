@@ -10,7 +10,7 @@ from recrunner.seams import config as config_seam
 from recrunner.seams import environment
 from recrunner.core.errors import EnvironmentProblem
 
-from .conftest import TINY_BPR
+from .conftest import REPO, TINY_BPR
 
 
 def _config(model, dataset, data_path, **extra):
@@ -168,6 +168,15 @@ print(torch.is_anomaly_enabled())
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["True", "False", "True"]  # RecBole's sine.py, then recrunner's setting
+
+
+def test_the_benches_that_time_recrunner_build_their_models_as_runs_do():
+    """bench_fast.py built its models with RecBole's get_model until 2026-11-26: anomaly detection stayed
+    on, slowing exact mode's backward far more than fast mode's compiled one, so its CPU speed-ups were
+    inflated (BENCHMARKS.md). bench_trainer.py keeps get_model: it times both trainers on one model."""
+    for name in ("bench_fast.py", "bench_placement.py", "bench_loaders.py", "fast_scoring.py"):
+        text = (REPO / "bench" / name).read_text()
+        assert "get_model(" not in text and "model_class(model)(config" in text, name
 
 
 @pytest.mark.parametrize("asked", [False, True])

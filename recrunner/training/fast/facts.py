@@ -26,7 +26,10 @@ What a fact makes `auto` do (`acts`):
 A device type with no fact of a model gets the device's defaults: on a GPU, bf16 (fp16 with a
 gradient scaler where the GPU has no bf16) and compiled. bench/bench_fast.py, bench/fast_matrix.py
 and bench/fast_seeds.py measure the facts (docs/fast.md has their tables); the GPU check
-(bench/gpu_check.py) measures the main job on a GPU.
+(bench/gpu_check.py) measures the main job on a GPU. The sequential models' CPU speed facts were
+measured again on 2026-11-26 with torch's anomaly detection off, as runs train: bench_fast.py had
+left RecBole's on until then, which slowed exact mode's backward far more than fast mode's compiled
+one (BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -81,19 +84,18 @@ FACTS: dict[str, tuple[Fact, ...]] = {
     "S3Rec": (_cpu("cannot", "eager", "its pre-training loss loops over the batch in Python, which the compiler unrolls "
                                       "(stopped after 14 minutes of compiling)"),),
     **{model: (_SCATTER_BF16,) for model in ("GRU4RecCPR", "RepeatNet", "SASRecCPR")},
-    "SASRec": (_cpu("speed", "accelerate", "1.81-2.28x an epoch on ml-100k, 2.12x on ml-1m"),
-               _cpu("speed", "fp32 unless asked", "bf16 added no speed to compiling (2.08x against 2.10x)"),
+    "SASRec": (_cpu("speed", "accelerate", "1.12x an epoch on ml-100k (118.5 s against 132.2 s)"),
                _cpu("quality", "fp32 unless asked", "trained in bf16, its 3 seeds' test MRR@10 left the exact range"),
                Fact("speed", "accelerate", "cuda", H200, "bf16 and compiled, an epoch of the main job took 3.94 s against "
                                                          "exact mode's 5.63 s; fp32 compiled, 6.35-6.59 s")),
-    "BERT4Rec": (_cpu("speed", "accelerate", "2.24-2.32x an epoch on ml-100k, 2.93x on ml-1m"),
-                 _cpu("speed", "fp32 unless asked", "bf16 added no speed to compiling (1.97x against 2.24x)"),
+    "BERT4Rec": (_cpu("speed", "accelerate", "1.27x an epoch on ml-100k"),
                  _cpu("quality", "fp32 unless asked", "trained in bf16, its 3 seeds' test MRR@10 left the exact range")),
-    "LightSANs": (_cpu("speed", "accelerate", "2.59x an epoch on ml-100k"),),
-    "NextItNet": (_cpu("speed", "accelerate", "1.67x an epoch on ml-100k"),),
-    "FDSA": (_cpu("speed", "accelerate", "1.62x an epoch on ml-100k"),),
-    "SASRecF": (_cpu("speed", "accelerate", "1.56x an epoch on ml-100k"),),
-    "SRGNN": (_cpu("speed", "accelerate", "1.28x an epoch on ml-100k (the compile time repaid after 6 epochs)"),),
+    "LightSANs": (_cpu("speed", "accelerate", "1.48x an epoch on ml-100k"),),
+    "NextItNet": (_cpu("speed", "accelerate", "1.63x an epoch on ml-100k"),),
+    "FDSA": (_cpu("speed", "accelerate", "1.13x an epoch on ml-100k (the compile time repaid after 4 epochs)"),),
+    "SASRecF": (_cpu("speed", "exact", "bf16 and compiling made an epoch 1.02x as fast on ml-100k, within what two "
+                                       "runs of the same code differ by"),),
+    "SRGNN": (_cpu("speed", "exact", "bf16 and compiling made an epoch 0.74x as fast on ml-100k"),),
 }
 
 # Why a CPU runs a model without an `accelerate` fact exactly under `auto`: what was measured there.
