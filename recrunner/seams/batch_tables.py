@@ -44,7 +44,7 @@ def moved_to(tensor: torch.Tensor, device, moved: dict) -> torch.Tensor:
 class Tables:
     """Where a dataset's batches are gathered: its interactions' rows (`inter`), the user and item
     features joined to them (`user`, `item`), on `device`; `ids`: host rows of the user and item
-    ids RecBole's sampler reads (None on a CPU: the batch's own)."""
+    ids RecBole's sampler reads (None on a CPU: `inter` is on the host)."""
 
     def __init__(self, dataset, inter):
         """`dataset`'s tables on the host, with `inter` for its interactions."""
@@ -85,13 +85,14 @@ class Tables:
                 df.update(Interaction(rows.take(ids)))
         return df
 
-    def sampled_ids(self, rows: torch.Tensor, batch) -> tuple[np.ndarray, np.ndarray]:
-        """The user and item ids of the batch's rows as numpy arrays, what RecBole's sampler reads."""
-        source = batch if self.ids is None else self.ids.take(rows)
-        return source[self.uid_field].numpy(), source[self.iid_field].numpy()
+    def sampled_ids(self, rows) -> tuple[np.ndarray, np.ndarray]:
+        """The user and item ids of the rows `rows` (host row numbers, or a slice) as numpy arrays, what
+        RecBole's sampler reads."""
+        users, items = self.host_ids()
+        return users[rows], items[rows]
 
     def host_ids(self) -> tuple[np.ndarray, np.ndarray]:
-        """The user and item ids of every row as host arrays (the sampler reads slices of them), made once."""
+        """The user and item ids of every row as host arrays, made once."""
         if self._host_ids is None:
             source = (self.ids or self.inter).columns
             self._host_ids = (source[self.uid_field].numpy(), source[self.iid_field].numpy())

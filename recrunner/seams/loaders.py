@@ -101,7 +101,7 @@ def gather_batches(loader, tables: Tables) -> None:
         data = loader.transform(dataset, tables.batch(rows))
         if not negatives:
             return loader._neg_sampling(data)  # none, or dynamic (the model picks among candidates)
-        users, items = tables.sampled_ids(rows, data)
+        users, items = tables.sampled_ids(rows.numpy())
         drawn = loader._sampler.sample_by_user_ids(users, items, loader.neg_sample_num)
         return loader.sampling_func(data, drawn.to(tables.device))
 
@@ -145,8 +145,8 @@ def _sampled_batch(loader, tables: Tables, users):
 
     spans = [loader.uid2index[user] for user in users]  # each user's rows of the sorted interactions
     counts = np.fromiter((span.stop - span.start for span in spans), dtype=np.int64, count=len(spans))
-    times, device, (uids, iids) = loader.times, tables.device, tables.host_ids()
-    drawn = [loader._sampler.sample_by_user_ids(uids[span], iids[span], loader.neg_sample_num)
+    times, device = loader.times, tables.device
+    drawn = [loader._sampler.sample_by_user_ids(*tables.sampled_ids(span), loader.neg_sample_num)
              for span in spans]  # one call per user, in order: numpy's RNG moves as in RecBole
     rows = np.concatenate([np.tile(np.arange(span.start, span.stop), times) for span in spans])
     owner = np.repeat(np.arange(len(users), dtype=np.int64), counts * times)  # each row's user
