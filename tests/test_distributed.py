@@ -22,6 +22,8 @@ LONGER_BPR = {**TINY_BPR, **EXACT, "epochs": 4, "train_batch_size": 256, "checkp
 
 
 def test_every_sample_and_every_evaluation_batch_belongs_to_exactly_one_process():
+    import torch
+
     for length in (1, 2, 5, 2048, 2049):
         for size in (2, 3, 4):
             spans = [part_bounds(length, rank, size) for rank in range(size)]
@@ -31,6 +33,9 @@ def test_every_sample_and_every_evaluation_batch_belongs_to_exactly_one_process(
     batch = list(range(100, 111))
     assert sum((rank_part(batch, rank, 3) for rank in range(3)), []) == batch
     assert [rank_part([7], rank, 2) for rank in range(2)] == [[7], [7]]  # a 1-sample batch: no process left empty
+    rows = torch.arange(100, 111)  # as recrunner's loaders hand a batch over (seams/batch_order.py)
+    assert torch.equal(torch.cat([rank_part(rows, rank, 3) for rank in range(3)]), rows)
+    assert [rank_part(torch.tensor([7]), rank, 2).tolist() for rank in range(2)] == [[7], [7]]
 
 
 def test_a_cell_of_n_processes_takes_n_gpus_and_nccl_only_where_cuda_is():

@@ -194,6 +194,7 @@ def test_sigterm_marks_the_run_interrupted_and_the_same_command_resumes(workspac
     assert "interrupted" in err and "Traceback" not in err
     metrics = json.loads(next(output.rglob("metrics.json")).read_text())
     assert metrics["status"] == "interrupted"
+    assert metrics["error"] == "interrupted; run the same command again to resume from last.pth"
 
     again = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
 
@@ -202,6 +203,13 @@ def test_sigterm_marks_the_run_interrupted_and_the_same_command_resumes(workspac
     assert metrics["status"] == "ok"
     assert metrics["test"] == reference.test and metrics["best_epoch"] == reference.best_epoch
     assert "Resumed from" in next(output.rglob("run.log")).read_text()
+
+
+def test_an_interrupted_run_says_resume_only_where_a_checkpoint_exists():
+    from recrunner.run.experiment import interrupted_message
+
+    assert "resume from last.pth" in interrupted_message(True)
+    assert "last.pth" not in interrupted_message(False) and "starts the run again" in interrupted_message(False)
 
 
 def test_resume_from_a_given_checkpoint(workspace, tmp_path):

@@ -110,7 +110,7 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
         begun()
         status, error = _fit_and_test(trainer, train_data, valid_data, test_data, record, paths)
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM's RunInterrupted (recrunner.core.interrupts)
-        status, error = Status.INTERRUPTED, "interrupted; run the same command again to resume from last.pth"
+        status, error = Status.INTERRUPTED, interrupted_message(paths.last.exists())
         logger.warning(error)
         raise RunInterrupted(f"{config['model']} on {config['dataset']} interrupted; the same command resumes it")
     except distributed.PeerLost as exc:  # another process of the run stopped; the launcher names why
@@ -126,6 +126,14 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
         with deferred():  # a stop that arrives now waits until the record is whole
             _finish_record(prepared, workspace, record, writer, status, error, trainer)
     return RunResult.from_record(paths.run_dir, record)
+
+
+def interrupted_message(checkpointed: bool) -> str:
+    """What an interrupted run's log says the same command will do (pure): resume from last.pth, or,
+    stopped before its first checkpoint, start again (nothing was trained to keep)."""
+    if checkpointed:
+        return "interrupted; run the same command again to resume from last.pth"
+    return "interrupted before its first checkpoint; the same command starts the run again"
 
 
 def follow(prepared: PreparedRun, workspace: Workspace, world, callbacks=()) -> RunResult | None:

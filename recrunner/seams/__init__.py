@@ -16,6 +16,7 @@ calls, which live with the trainer (recrunner/training/: trainer.py, families.py
 | dataset       | create_dataset's class choice; Dataset.build per run; the    | the shared data cache, stored compact |
 |               | history lists data_augmentation fills                        |                                       |
 | loaders       | per-element Python loops of collate, join and negatives      | speed, identical batches              |
+| batch_order   | torch's DataLoader handing each batch's rows over one by one | speed, the same rows and generator    |
 | torch_scatter | (KGIN, MCCLK) torch_scatter's scatter_mean, scatter_softmax  | no wheel for this torch on PyPI       |
 
 One seam lives with the layer it serves: RecBole's `SequentialDataset.data_augmentation` (its

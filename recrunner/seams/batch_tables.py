@@ -150,13 +150,13 @@ class Ragged:
 
 
 def consecutive_span(index) -> tuple[int, int] | None:
-    """(first, stop) where `index` (a list of row numbers) is the rows first..stop-1, as RecBole's
-    evaluation loaders draw them, else None (pure)."""
-    values = index.tolist() if isinstance(index, np.ndarray) else list(index)
-    if not values:
+    """(first, stop) where `index` (row numbers: a list, an array or a tensor) is the rows
+    first..stop-1, as RecBole's evaluation loaders draw them, else None (pure)."""
+    values = np.asarray(index, dtype=np.int64)
+    if not len(values):
         return None
     first = int(values[0])
-    return (first, first + len(values)) if values == list(range(first, first + len(values))) else None
+    return (first, first + len(values)) if np.array_equal(values, np.arange(first, first + len(values))) else None
 
 
 class UserTables:

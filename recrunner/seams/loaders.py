@@ -32,14 +32,16 @@ import types
 import numpy as np
 import torch
 
+from .batch_order import rows_as_tensors
 from .samplers import vectorise_sampler
 from .batch_tables import Tables, UserTables, plain_tables
 
 
 def vectorise_loaders(loaders, tables=None) -> None:
     """Give every RecBole sampler behind `loaders` the array check, and every loader this module can
-    collate (`gathered`) gathered batches, each once. `tables(loader)`: where the loader's rows are
-    gathered (a `Tables` or `UserTables`, or None: RecBole's collate); without it, on the host."""
+    collate (`gathered`) gathered batches, each once, their row numbers handed over as one tensor
+    (`seams/batch_order.py`). `tables(loader)`: where the loader's rows are gathered (a `Tables` or
+    `UserTables`, or None: RecBole's collate); without it, on the host."""
     for loader in loaders:
         if loader is None:
             continue
@@ -50,6 +52,7 @@ def vectorise_loaders(loaders, tables=None) -> None:
         found = None if kind is None else tables(loader) if tables is not None else host_tables(loader)
         if found is not None:
             COLLATES[kind](loader, found)
+            rows_as_tensors(loader)
 
 
 def gathered(loader) -> str | None:
@@ -97,7 +100,7 @@ def gather_batches(loader, tables: Tables) -> None:
     negatives = static_negatives(loader)
 
     def collate_fn(index):
-        rows = torch.as_tensor(np.asarray(index, dtype=np.int64))
+        rows = row_numbers(index)
         data = loader.transform(dataset, tables.batch(rows))
         if not negatives:
             return loader._neg_sampling(data)  # none, or dynamic (the model picks among candidates)
@@ -114,7 +117,7 @@ def gather_eval_batches(loader, tables: Tables) -> None:
     dataset = _joined_from(loader._dataset, tables)
 
     def collate_fn(index):
-        interaction = loader.transform(dataset, tables.batch(torch.as_tensor(np.asarray(index, dtype=np.int64))))
+        interaction = loader.transform(dataset, tables.batch(row_numbers(index)))
         positive_i = interaction[loader.iid_field]
         return interaction, None, torch.arange(len(interaction), device=positive_i.device), positive_i
 
@@ -129,13 +132,21 @@ def gather_sampled_batches(loader, tables: Tables) -> None:
     dataset = _joined_from(loader._dataset, tables)
     if not static_negatives(loader):
         def collate_fn(index):
-            rows = torch.as_tensor(np.asarray(index, dtype=np.int64))
-            return loader._neg_sampling(loader.transform(dataset, tables.batch(rows))), None, None, None
+            return loader._neg_sampling(loader.transform(dataset, tables.batch(row_numbers(index)))), None, None, None
     else:
         def collate_fn(index):
-            return _sampled_batch(loader, tables, loader.uid_list[np.asarray(index, dtype=np.int64)])
+            return _sampled_batch(loader, tables, loader.uid_list[row_numbers(index).numpy()])
 
     loader.collate_fn = collate_fn
+
+
+def row_numbers(index) -> torch.Tensor:
+    """A batch's row numbers as a host int64 tensor: a tensor as `seams/batch_order.py` hands them
+    over, or the list RecBole's DataLoader builds (a data-parallel process's part of a batch, a loader
+    left as it was)."""
+    if isinstance(index, torch.Tensor):
+        return index
+    return torch.as_tensor(np.asarray(index, dtype=np.int64))
 
 
 def _sampled_batch(loader, tables: Tables, users):

@@ -21,12 +21,13 @@ def part_bounds(length: int, rank: int, size: int) -> tuple[int, int]:
     return length * rank // size, length * (rank + 1) // size
 
 
-def rank_part(indices, rank: int, size: int) -> list:
-    """This rank's part of one global batch's sample indices (pure). A batch with fewer samples than
-    processes repeats samples (as torch's DistributedSampler pads), so no process gets none."""
-    indices = list(indices)
+def rank_part(indices, rank: int, size: int):
+    """This rank's part of one global batch's sample indices, a slice of them (a list of a list, a
+    tensor of a tensor) (pure). A batch with fewer samples than processes repeats samples (as torch's
+    DistributedSampler pads), so no process gets none."""
     if len(indices) < size:
-        return [indices[rank % len(indices)]]
+        one = rank % len(indices)
+        return indices[one:one + 1]
     start, end = part_bounds(len(indices), rank, size)
     return indices[start:end]
 
