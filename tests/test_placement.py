@@ -12,6 +12,7 @@ from recrunner import Experiment, prepare
 from recrunner.data import placement
 from recrunner.data.cache import load_data
 from recrunner.seams import batch_tables as seam
+from recrunner.seams.batch_order import EpochOrder
 from tests.conftest import TINY_BPR, TINY_SASREC
 
 
@@ -109,7 +110,7 @@ def _epoch(loaders):
     init_seed(2020, True)
     train = [batch.interaction for batch in loaders[0]]
     valid = [batch for batch in loaders[1]]
-    return train, valid, np.random.get_state()[1].copy()
+    return train, valid, (np.random.get_state()[1].copy(), loaders[0].generator.get_state())
 
 
 @pytest.mark.parametrize("model, params", [
@@ -126,6 +127,7 @@ def test_an_epoch_of_gathered_batches_is_recbole_s(workspace, monkeypatch, model
     loaders = _recrunner_loaders(workspace, model, params, device_only, monkeypatch)
     assert _gathered(loaders[0])
     assert _gathered(loaders[1]) and _gathered(loaders[2])  # every evaluation: full sort, sampled, labeled
+    assert all(isinstance(vars(loader)["sampler"], EpochOrder) for loader in loaders)  # rows as one tensor
     train, valid, rng = _epoch(loaders)
     assert len(train) == len(expected_train) > 1 and len(valid) == len(expected_valid)
     for a, b in zip(train, expected_train):
@@ -142,7 +144,8 @@ def test_an_epoch_of_gathered_batches_is_recbole_s(workspace, monkeypatch, model
         for x, y in zip(a[1:], b[1:]):
             x, y = (x, y) if isinstance(x, tuple) else ((x,), (y,))  # (history users, history items)
             assert all((u is None and v is None) or torch.equal(_host(u), _host(v)) for u, v in zip(x, y))
-    assert (rng == expected_rng).all()  # numpy's RNG moved as in RecBole: the same negatives drawn
+    assert (rng[0] == expected_rng[0]).all()  # numpy's RNG moved as in RecBole: the same negatives drawn
+    assert torch.equal(rng[1], expected_rng[1])  # and the loader's generator: the same order drawn
     if device_only:  # the dataset read whole on the host (RecBole's tree trainers do): host features
         whole = loaders[0]._dataset[:]
         assert not any(isinstance(column, DeviceOnly) for column in whole.interaction.values())
