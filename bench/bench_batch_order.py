@@ -1,20 +1,23 @@
-"""Each batch's rows handed over as one tensor (recrunner/seams/batch_order.py) against torch's row-by-row path.
+"""A training batch's host work before and after 2026-11-27: rows as one tensor, gathered by index_select.
 
-    python bench/bench_batch_order.py [--cases SASRec:ml-1m BPR:ml-1m] [--epochs 5] [--data-path DIR]
+    python bench/bench_batch_order.py [--cases SASRec:ml-1m BPR:ml-1m] [--epochs 6] [--data-path DIR]
 
 Per case, one process builds the loaders as runs do (recrunner's config layers, RecBole's full sizes,
-`vectorise_loaders` with `place_tables`), then times, alternating, a pass of the training loader and
+`vectorise_loaders` with `place_tables`), then times, taking turns, a pass of the training loader and
 of the validation loader (batches and negatives, each moved to the device, as the trainer sees them)
-with the two ways of handing the collate its rows:
+three ways:
 
-  per row   torch's DataLoader as RecBole builds it: the sampler yields each row number, a
-            BatchSampler makes a list of them, the fetcher indexes `list(range(n))` row by row
-  tensor    what runs do now: the same rows as slices of one permutation (`EpochOrder`)
+  per row   before: torch's DataLoader as RecBole builds it (the sampler yields each row number, a
+            BatchSampler makes a list of them, the fetcher indexes `list(range(n))` row by row),
+            and the collate gathers each column with advanced indexing (`column[rows]`)
+  tensor    the same rows as slices of one permutation (`recrunner/seams/batch_order.py`,
+            `EpochOrder`), gathered with advanced indexing
+  now       what runs do: rows as one tensor, each column gathered with `index_select`
+            (`recrunner/seams/batch_tables.py`, `Rows.take`)
 
-The collate (the rows gathered where the model is) is the same in both. Before timing, it checks
-that both give identical batches and leave the loader's generator in the same state. Reported: the
-median milliseconds per batch over `--epochs` passes per way, and per row / tensor. What is left per
-batch is the collate's gather and, for BPR, the negatives RecBole's sampler draws.
+Before timing, it checks that the three give identical batches and leave the loader's generator in
+the same state. Reported: the median milliseconds per batch over `--epochs` passes per way, and per
+row / now. What is left per batch is the gather and, for BPR, the negatives RecBole's sampler draws.
 """
 
 from __future__ import annotations
@@ -32,18 +35,29 @@ sys.path.insert(0, str(REPO / "bench"))
 _ATTRIBUTES = ("sampler", "batch_sampler", "dataset")
 
 
+WAYS = ("per row", "tensor", "now")
+
+
 class _Ways:
-    """Switch loaders between torch's row-by-row path and rows as tensors."""
+    """Switch loaders between the three ways (module docstring)."""
 
     def __init__(self, loaders, per_row):
-        self.loaders = loaders
-        self.per_row = per_row
-        self.tensor = [_attributes(loader) for loader in loaders]
+        from recrunner.seams.batch_tables import Rows
+
+        self.loaders, self.rows = loaders, Rows
+        self.per_row, self.tensor = per_row, [_attributes(loader) for loader in loaders]
+        self.take = Rows.take
 
     def use(self, way: str):
-        for loader, values in zip(self.loaders, getattr(self, way.replace(" ", "_"))):
+        for loader, values in zip(self.loaders, self.per_row if way == "per row" else self.tensor):
             for name, value in zip(_ATTRIBUTES, values):
                 object.__setattr__(loader, name, value)
+        self.rows.take = self.take if way == "now" else _indexed
+
+
+def _indexed(self, index) -> dict:
+    """`Rows.take` before index_select: advanced indexing."""
+    return {name: column[index] for name, column in self.columns.items()}
 
 
 def _attributes(loader) -> tuple:
@@ -76,13 +90,14 @@ def _check_same(loaders, ways, seed) -> None:
 
     for loader in loaders:
         seen = []
-        for way in ("per row", "tensor"):
+        for way in WAYS:
             ways.use(way)
             seen.append(_epoch(loader, seed))
-        (a, state_a), (b, state_b) = seen
-        assert torch.equal(state_a, state_b), "the generator moved otherwise"
-        for x, y in zip(a, b, strict=True):
-            assert x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x), "the batches differ"
+        (a, state_a), *others = seen
+        for b, state_b in others:
+            assert torch.equal(state_a, state_b), "the generator moved otherwise"
+            for x, y in zip(a, b, strict=True):
+                assert x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x), "the batches differ"
 
 
 def measure(case: str, epochs: int, data_path: str | None) -> dict:
@@ -99,9 +114,9 @@ def measure(case: str, epochs: int, data_path: str | None) -> dict:
     ways = _Ways(loaders, per_row)
     _check_same(loaders, ways, config["seed"])
     device = trainer.device
-    times = {(way, part): [] for way in ("per row", "tensor") for part in ("train", "valid")}
+    times = {(way, part): [] for way in WAYS for part in ("train", "valid")}
     for epoch in range(epochs):
-        for way in ("per row", "tensor") if epoch % 2 == 0 else ("tensor", "per row"):  # neither always first
+        for way in WAYS[epoch % 3:] + WAYS[:epoch % 3]:  # each way first in turn
             ways.use(way)
             for part, loader in zip(("train", "valid"), loaders):
                 start = time.perf_counter()
@@ -114,17 +129,17 @@ def measure(case: str, epochs: int, data_path: str | None) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", nargs="+", default=["SASRec:ml-1m", "BPR:ml-1m"])
-    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--data-path", default=str(REPO.parent / "shared" / "datasets"))
     args = parser.parse_args(argv)
-    print("| case | device | batches (train, valid) | train: per row ms/batch | tensor ms/batch | ratio "
-          "| valid: per row ms/batch | tensor ms/batch | ratio |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| case | device | batches (train, valid) | train: per row ms/batch | tensor | now | per row / now "
+          "| valid: per row ms/batch | tensor | now | per row / now |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for case in args.cases:
         data_path = None if case.split(":")[1] == "ml-100k" else args.data_path  # ml-100k ships with RecBole
         m = measure(case, args.epochs, data_path)
-        cells = [f"{m['median']['per row', p]:.3f} | {m['median']['tensor', p]:.3f} | "
-                 f"{m['median']['per row', p] / m['median']['tensor', p]:.2f}x" for p in ("train", "valid")]
+        cells = [" | ".join(f"{m['median'][way, p]:.3f}" for way in WAYS)
+                 + f" | {m['median']['per row', p] / m['median']['now', p]:.2f}x" for p in ("train", "valid")]
         print(f"| {case} | {m['device']} | {m['batches'][0]}, {m['batches'][1]} | " + " | ".join(cells) + " |",
               flush=True)
     return 0

@@ -151,6 +151,19 @@ def test_an_epoch_of_gathered_batches_is_recbole_s(workspace, monkeypatch, model
         assert not any(isinstance(column, DeviceOnly) for column in whole.interaction.values())
 
 
+def test_rows_are_taken_by_index_select_where_the_index_is_a_row_tensor(monkeypatch):
+    columns = {"item_id": torch.arange(10) * 3, "item_id_list": torch.arange(40).reshape(10, 4),
+               "timestamp": torch.rand(10)}
+    rows = seam.Rows(columns)
+    index = torch.tensor([7, 0, 7, 3])
+    taken = rows.take(index)
+    assert all(torch.equal(taken[name], column[index]) for name, column in columns.items())
+    mask = torch.arange(10) % 2 == 0  # any other index: what indexing gives
+    assert all(torch.equal(rows.take(mask)[name], column[mask]) for name, column in columns.items())
+    monkeypatch.setattr(torch.Tensor, "__getitem__", lambda *a: pytest.fail("advanced indexing"))
+    rows.take(index)  # a batch's row numbers: index_select, several times as fast on a CPU
+
+
 def test_ragged_rows_are_recbole_s_cats_of_per_user_tensors():
     from recrunner.seams.batch_tables import Ragged, consecutive_span
 

@@ -3,8 +3,9 @@
 A RecBole loader is a torch DataLoader over `list(range(n))`. Each epoch its sampler yields the rows
 one at a time (a `RandomSampler` drawing from the loader's generator in training, a
 `SequentialSampler` in evaluation), a `BatchSampler` groups them into lists of `step`, and the
-fetcher indexes the list row by row before the collate sees the batch: about 2 ms of Python per
-batch of 2048 rows (BENCHMARKS.md), on the host, before every step, which a GPU waits for.
+fetcher indexes the list row by row before the collate sees the batch: about 1 ms of Python per
+batch of 2048 rows on this project's CPU (BENCHMARKS.md), on the host, before every step, which a
+GPU waits for.
 
 `rows_as_tensors(loader)` gives a loader whose collate takes a tensor of row numbers
 (recrunner.seams.loaders) an `EpochOrder` instead: the same rows in the same batches, each batch a
