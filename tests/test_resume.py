@@ -226,6 +226,40 @@ def test_resume_from_a_given_checkpoint(workspace, tmp_path):
     assert resumed.test == reference.test and resumed.best_epoch == reference.best_epoch
 
 
+def test_a_knowledge_graph_model_resumes_exactly(workspace, tmp_path):
+    """RecBole's KnowledgeBasedDataLoader is no DataLoader: the generators of the two loaders it holds
+    went unsaved until 2026-11-27, so CKE, KGCN, MKR, KTUP and RippleNet resumed on other orders."""
+    from recrunner import Workspace
+
+    from .tiny_models import model_keys, tiny_params
+
+    params = {**tiny_params("CKE", model_keys("CKE")), "epochs": 3, "save_total_limit": 3}
+    reference = run_experiment(Experiment("CKE", "ml-100k", params), workspace, console=False)
+    state = torch.load(reference.run_dir / "checkpoints" / "last.pth", weights_only=False)
+    assert {"train", "train.kg"} <= set(state["rng"]["generators"])
+    other = Workspace(tmp_path / "elsewhere", workspace.data_path, workspace.config_dir)
+    resumed = run_experiment(Experiment("CKE", "ml-100k", params), other, console=False,
+                             resume_from=reference.run_dir / "checkpoints" / "epoch-0000.pth")
+    assert resumed.test == reference.test and resumed.best_epoch == reference.best_epoch
+
+
+def test_the_generators_saved_are_every_loader_s_own():
+    from torch.utils.data import DataLoader
+
+    from recrunner.training.loop.trainer import _generators_of
+
+    def loader():
+        return DataLoader([0, 1], generator=torch.Generator())
+
+    class KnowledgeBased:  # RecBole's: two loaders inside, no generator of its own
+        general_dataloader, kg_dataloader = loader(), loader()
+
+    plain, kg, valid = loader(), KnowledgeBased(), loader()
+    assert _generators_of(train=plain, valid=valid) == {"train": plain.generator, "valid": valid.generator}
+    assert _generators_of(train=kg, valid=None) == {"train": kg.general_dataloader.generator,
+                                                    "train.kg": kg.kg_dataloader.generator}
+
+
 def test_resume_from_best_pth_is_refused_before_anything_is_written(workspace, tmp_path):
     from recrunner import Workspace
 

@@ -238,6 +238,16 @@ class CustomTrainer(Trainer):
             raise TrainingFailed(failure)
 
 
+# RecBole's KnowledgeBasedDataLoader is no DataLoader: it holds two, each with its own generator
+_INNER_LOADERS = (("general_dataloader", ""), ("kg_dataloader", ".kg"))
+
+
 def _generators_of(**loaders) -> dict:
-    return {name: loader.generator for name, loader in loaders.items()
-            if loader is not None and isinstance(getattr(loader, "generator", None), torch.Generator)}
+    """The generators that draw each loader's order, by name (a knowledge-graph loader's two: `train`
+    and `train.kg`), which checkpoints save and resume restores (pure)."""
+    found = {}
+    for name, loader in loaders.items():
+        for part, suffix in ((loader, ""), *((getattr(loader, inner, None), s) for inner, s in _INNER_LOADERS)):
+            if part is not None and isinstance(getattr(part, "generator", None), torch.Generator):
+                found[name + suffix] = part.generator
+    return found
