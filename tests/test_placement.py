@@ -151,6 +151,35 @@ def test_an_epoch_of_gathered_batches_is_recbole_s(workspace, monkeypatch, model
         assert not any(isinstance(column, DeviceOnly) for column in whole.interaction.values())
 
 
+@pytest.mark.parametrize("device_only", [False, True], ids=["cpu", "device"])
+def test_a_knowledge_graph_model_s_user_item_batches_are_gathered_and_recbole_s(workspace, monkeypatch, device_only):
+    """RecBole's KnowledgeBasedDataLoader holds a user-item loader (gathered) and a triples' loader
+    (RecBole's collate); in RSKG mode each batch is both, merged."""
+    from recbole.utils import KGDataLoaderState, init_seed
+
+    from .tiny_models import model_keys, tiny_params
+
+    params = tiny_params("CKE", model_keys("CKE"))
+
+    def epoch(loaders):
+        init_seed(2020, True)
+        loaders[0].set_mode(KGDataLoaderState.RSKG)
+        batches = [batch.interaction for batch in loaders[0]]
+        generators = [loaders[0].general_dataloader.generator, loaders[0].kg_dataloader.generator]
+        return batches, np.random.get_state()[1].copy(), [g.get_state() for g in generators]
+
+    expected, expected_rng, expected_generators = epoch(_recbole_loaders(workspace, "CKE", params))
+    loaders = _recrunner_loaders(workspace, "CKE", params, device_only, monkeypatch)
+    assert _gathered(loaders[0].general_dataloader) and not _gathered(loaders[0].kg_dataloader)
+    batches, rng, generators = epoch(loaders)
+    assert len(batches) == len(expected) > 1
+    for a, b in zip(batches, expected):
+        _same(a, b)
+        if device_only:  # the user-item columns gathered there; the triples' and negatives' sent by the trainer
+            assert isinstance(a["user_id"], DeviceOnly) and not isinstance(a["head_id"], DeviceOnly)
+    assert (rng == expected_rng).all() and all(torch.equal(x, y) for x, y in zip(generators, expected_generators))
+
+
 def test_rows_are_taken_by_index_select_where_the_index_is_a_row_tensor(monkeypatch):
     columns = {"item_id": torch.arange(10) * 3, "item_id_list": torch.arange(40).reshape(10, 4),
                "timestamp": torch.rand(10)}

@@ -42,7 +42,7 @@ from ..core.errors import DataError, one_line
 from ..core.files import file_lock
 from .augmentation import WindowedColumns, build_split, from_recipe
 from ..seams.dataset import dataset_class_name, history_columns, reuse_built
-from ..seams.loaders import vectorise_loaders
+from ..seams.loaders import batch_loaders, vectorise_loaders
 from . import entry
 from .compact import describe, rebuild
 from .describe import check_split, too_little
@@ -110,7 +110,8 @@ def _prepared(config, dataset):
     with _data_errors(config):
         loaders = data_preparation(config, dataset)
     # RecBole's batches and negatives, built as arrays (seams/loaders.py), on the run's device (placement.py)
-    vectorise_loaders(loaders, place_tables(config, loaders))
+    building = batch_loaders(loaders)
+    vectorise_loaders(building, place_tables(config, building))
     return loaders
 
 

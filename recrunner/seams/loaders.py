@@ -22,7 +22,8 @@ interactions' columns and the user and item features joined to them, each a `Row
 there: only the batch's row numbers cross from the host (none for the evaluation's consecutive
 users), and, where negatives are drawn, the user and item ids RecBole's sampler reads (gathered
 from host copies) and the negatives it draws with numpy's RNG, as RecBole draws them. Loaders this
-module does not know (sampled evaluation, knowledge-graph loaders) keep RecBole's collate.
+module does not know (a knowledge-graph model's triples, sampled evaluation with a transform) keep
+RecBole's collate; `batch_loaders` finds the user-item loader inside a knowledge-graph one.
 """
 
 from __future__ import annotations
@@ -53,6 +54,17 @@ def vectorise_loaders(loaders, tables=None) -> None:
         if found is not None:
             COLLATES[kind](loader, found)
             rows_as_tensors(loader)
+
+
+def batch_loaders(loaders) -> list:
+    """The loaders that build batches: `loaders`, with RecBole's KnowledgeBasedDataLoader (no
+    DataLoader itself) as the two it holds, its user-item loader first, its triples' loader (whose
+    collate RecBole keeps) after."""
+    found = []
+    for loader in loaders:
+        inner = [getattr(loader, name, None) for name in ("general_dataloader", "kg_dataloader")]
+        found += [part for part in inner if part is not None] or [loader]
+    return found
 
 
 def gathered(loader) -> str | None:
