@@ -6,8 +6,7 @@ passes straight through: the exact single-process loop is unchanged.
 from __future__ import annotations
 
 import contextlib
-
-import torch
+import math
 
 from . import world as distributed
 
@@ -31,9 +30,9 @@ def agree(event: str, control, world) -> None:
         distributed.agree(control, world)
 
 
-def non_finite(loss, world) -> bool:
-    """Whether a batch loss is non-finite, here or on any other process of the run."""
-    bad = not bool(torch.isfinite(loss).all())
+def non_finite(loss: float, world) -> bool:
+    """Whether a batch loss (its value) is non-finite, here or on any other process of the run."""
+    bad = not math.isfinite(loss)
     return bad if world is None else world.any(bad)
 
 

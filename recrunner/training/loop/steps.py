@@ -230,9 +230,8 @@ class StepBoundaries:
             self.live.close()
             self.live = None
 
-    def count_loss(self, loss):
-        """A batch's loss: the epoch's running sum (as RecBole sums it) and the log interval's."""
-        value = loss.item()
+    def count_loss(self, value: float):
+        """A batch's loss (its value): the epoch's running sum (as RecBole sums it) and the log interval's."""
         self.epoch.running_loss = value if self.epoch.running_loss is None else self.epoch.running_loss + value
         self.interval[0] += value
         self.interval[1] += 1

@@ -178,9 +178,10 @@ class CustomTrainer(Trainer):
     def _check_nan(self, loss):
         """Called by RecBole's epoch for every batch, before backward (RecBole raises ValueError on NaN)."""
         self.steps.epoch.batches_seen += 1
-        if processes.non_finite(loss, self.world):  # on any process of a data-parallel run
-            raise _NonFiniteLoss(str(float(loss.detach().float().sum())))
-        self.steps.count_loss(loss)
+        value = loss.item()  # read from the device once, for both uses (each read waits for the GPU)
+        if processes.non_finite(value, self.world):  # on any process of a data-parallel run
+            raise _NonFiniteLoss(str(value))
+        self.steps.count_loss(value)
         self._call("on_train_batch", batch=self.steps.epoch.batches_seen - 1)
 
     def _validate_and_track(self, epoch_idx, call: FitCall):
