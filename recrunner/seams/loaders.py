@@ -56,15 +56,20 @@ def vectorise_loaders(loaders, tables=None) -> None:
             rows_as_tensors(loader)
 
 
+# RecBole's KnowledgeBasedDataLoader is no DataLoader: it holds two, by attribute, named here by suffix
+_INNER_LOADERS = (("general_dataloader", ""), ("kg_dataloader", ".kg"))
+
+
+def inner_loaders(loader) -> dict:
+    """The DataLoaders that build `loader`'s batches, by suffix: {"": loader} itself, or a
+    knowledge-graph loader's user-item loader ("") and triples' loader (".kg", RecBole's collate)."""
+    found = {suffix: getattr(loader, name) for name, suffix in _INNER_LOADERS if getattr(loader, name, None) is not None}
+    return found or {"": loader}
+
+
 def batch_loaders(loaders) -> list:
-    """The loaders that build batches: `loaders`, with RecBole's KnowledgeBasedDataLoader (no
-    DataLoader itself) as the two it holds, its user-item loader first, its triples' loader (whose
-    collate RecBole keeps) after."""
-    found = []
-    for loader in loaders:
-        inner = [getattr(loader, name, None) for name in ("general_dataloader", "kg_dataloader")]
-        found += [part for part in inner if part is not None] or [loader]
-    return found
+    """The loaders that build batches: `loaders`, a knowledge-graph one as the two it holds."""
+    return [part for loader in loaders for part in inner_loaders(loader).values()]
 
 
 def gathered(loader) -> str | None:

@@ -28,6 +28,7 @@ from ...core.errors import TrainingFailed
 from ...core.layout import CheckpointPaths
 from ...seams.environment import prepare_environment
 from ...seams.evaluator import capture_per_user
+from ...seams.loaders import inner_loaders
 from ...seams.tensorboard import recbole_loggers
 from ..callbacks import CallbackHandler, LoopView, TrainerControl, default_callbacks, with_defaults
 from ..callbacks.base import total_loss
@@ -239,16 +240,9 @@ class CustomTrainer(Trainer):
             raise TrainingFailed(failure)
 
 
-# RecBole's KnowledgeBasedDataLoader is no DataLoader: it holds two, each with its own generator
-_INNER_LOADERS = (("general_dataloader", ""), ("kg_dataloader", ".kg"))
-
-
 def _generators_of(**loaders) -> dict:
     """The generators that draw each loader's order, by name (a knowledge-graph loader's two: `train`
-    and `train.kg`), which checkpoints save and resume restores (pure)."""
-    found = {}
-    for name, loader in loaders.items():
-        for part, suffix in ((loader, ""), *((getattr(loader, inner, None), s) for inner, s in _INNER_LOADERS)):
-            if part is not None and isinstance(getattr(part, "generator", None), torch.Generator):
-                found[name + suffix] = part.generator
-    return found
+    and `train.kg`, seams/loaders.py), which checkpoints save and resume restores (pure)."""
+    return {name + suffix: part.generator for name, loader in loaders.items() if loader is not None
+            for suffix, part in inner_loaders(loader).items()
+            if isinstance(getattr(part, "generator", None), torch.Generator)}
