@@ -18,7 +18,7 @@ from recrunner.training.families.layers import pretraining_stages
 
 
 def run_plain_recbole(config) -> dict:
-    """{'best_valid': {...}, 'test': {...}, 'epochs': N} from RecBole's own loop."""
+    """{'best_valid': {...}, 'test': {...}, 'epochs': N, 'losses': [each epoch's loss]} from RecBole's own loop."""
     from recbole.utils import get_model
 
     config = copy.deepcopy(config)
@@ -49,4 +49,6 @@ def _one_command(config, model_class) -> dict:
     if config["train_stage"] not in (None, "finetune"):  # a pre-training command ends here
         return {}
     test = trainer.evaluate(test_data, load_best_model=True)
-    return {"best_valid": dict(best_valid or {}), "test": dict(test), "epochs": len(getattr(trainer, "train_loss_dict", {}))}
+    losses = getattr(trainer, "train_loss_dict", {})
+    return {"best_valid": dict(best_valid or {}), "test": dict(test), "epochs": len(losses),
+            "losses": [losses[epoch] for epoch in sorted(losses)]}

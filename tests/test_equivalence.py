@@ -5,10 +5,10 @@ import json
 import pytest
 
 from recrunner import Experiment, prepare, run_experiment
+from recrunner.training.callbacks.history import read_history
 
 from .conftest import TINY_BPR, TINY_SASREC
 from .plain_recbole import run_plain_recbole
-
 
 
 
@@ -35,4 +35,6 @@ def test_custom_trainer_matches_recbole_trainer(model, params, epochs_trained, w
     assert max(result.best_valid.values()) > 0
     metrics = json.loads((result.run_dir / "metrics.json").read_text())
     assert metrics["epochs_trained"] == expected_epochs == epochs_trained
+    history = [line["loss"] for line in read_history(result.run_dir / "history.jsonl") if "loss" in line]
+    assert history == plain["losses"]  # every epoch's loss, summed as RecBole sums it (loop/epoch.py)
 

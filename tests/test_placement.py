@@ -132,10 +132,9 @@ def test_an_epoch_of_gathered_batches_is_recbole_s(workspace, monkeypatch, model
     assert len(train) == len(expected_train) > 1 and len(valid) == len(expected_valid)
     for a, b in zip(train, expected_train):
         _same(a, b)
-        if device_only:
-            made_by_recbole = {"label"}  # pointwise negatives' labels: RecBole makes them on the host
+        if device_only:  # pointwise negatives' labels too (RecBole makes them on the host)
             assert all(isinstance(column, DeviceOnly) for name, column in a.items()  # the sampler's negatives
-                       if not name.startswith("neg_") and name not in made_by_recbole)  # are sent with .to(device)
+                       if not name.startswith("neg_"))  # are sent with .to(device)
     for a, b in zip(valid, expected_valid):
         _same(a[0].interaction, b[0].interaction)
         if device_only:  # gathered there; sampled evaluation's labels are made there (torch.zeros on the device)

@@ -42,6 +42,10 @@ def impossible_values(params: Mapping[str, Any]) -> list[str]:
         if value is None:
             continue
         name = key.rsplit(".", 1)[-1]
+        if key == "read_loss_every":  # recrunner.training.loop.losses
+            if value != "auto" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                problems.append(f"read_loss_every must be auto or a whole number >= 1, got {value!r}")
+            continue
         numbers = value if isinstance(value, list) else [value]
         if key in _WHOLE and not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in numbers):
             problems.append(f"{_WHOLE[key]}: a whole number >= 1, got {value!r}")

@@ -21,7 +21,8 @@ interactions' columns and the user and item features joined to them, each a `Row
 (`recrunner.data.placement` decides) the tables are copied there once and a batch is a gather
 there: only the batch's row numbers cross from the host (none for the evaluation's consecutive
 users), and, where negatives are drawn, the user and item ids RecBole's sampler reads (gathered
-from host copies) and the negatives it draws with numpy's RNG, as RecBole draws them. Loaders this
+from host copies) and the negatives it draws with numpy's RNG, as RecBole draws them (pointwise
+negatives' labels, which RecBole makes on the host, are made there). Loaders this
 module does not know (a knowledge-graph model's triples, sampled evaluation with a transform) keep
 RecBole's collate; `batch_loaders` finds the user-item loader inside a knowledge-graph one.
 """
@@ -99,8 +100,29 @@ def host_tables(loader):
 def _pointwise_as_drawn(loader) -> bool:
     """Whether a sampled evaluation's per-user batches can be gathered whole: RecBole's pointwise
     negatives (every evaluation loader's) and no transform (RecBole transforms each user's rows)."""
-    sampling = getattr(loader.sampling_func, "__func__", loader.sampling_func)
-    return sampling.__name__ == "_neg_sample_by_point_wise_sampling" and type(loader.transform).__name__ == "Equal"
+    return _sampling_name(loader) == "_neg_sample_by_point_wise_sampling" and type(loader.transform).__name__ == "Equal"
+
+
+def _sampling_name(loader) -> str:
+    """The name of the RecBole method that adds `loader`'s negatives to a batch ("" if none)."""
+    sampling = getattr(loader, "sampling_func", None)
+    return getattr(getattr(sampling, "__func__", sampling), "__name__", "")
+
+
+def _pointwise_batch(loader, data, drawn):
+    """RecBole's `_neg_sample_by_point_wise_sampling` (the rows, then the rows again with the drawn
+    items, labeled 1.0 and 0.0) with its labels made where the rows are: RecBole makes them on the
+    host, to be copied with every batch."""
+    from recbole.data.interaction import Interaction
+
+    count = len(data)
+    batch = data.repeat(loader.times)
+    batch[loader.iid_field][count:] = drawn
+    batch = loader._dataset.join(batch)
+    labels = batch[loader.iid_field].new_zeros(count * loader.times, dtype=torch.get_default_dtype())
+    labels[:count] = 1.0
+    batch.update(Interaction({loader.label_field: labels}))
+    return batch
 
 
 def static_negatives(loader) -> bool:
@@ -115,6 +137,8 @@ def gather_batches(loader, tables: Tables) -> None:
     """Make `loader` (RecBole's TrainDataLoader) build its batches by gathering rows of `tables`."""
     dataset = _joined_from(loader._dataset, tables)  # negatives' features too
     negatives = static_negatives(loader)
+    sampling = _pointwise_batch if _sampling_name(loader) == "_neg_sample_by_point_wise_sampling" else \
+        (lambda loader, data, drawn: loader.sampling_func(data, drawn))
 
     def collate_fn(index):
         rows = row_numbers(index)
@@ -123,7 +147,7 @@ def gather_batches(loader, tables: Tables) -> None:
             return loader._neg_sampling(data)  # none, or dynamic (the model picks among candidates)
         users, items = tables.sampled_ids(rows.numpy())
         drawn = loader._sampler.sample_by_user_ids(users, items, loader.neg_sample_num)
-        return loader.sampling_func(data, drawn.to(tables.device))
+        return sampling(loader, data, drawn.to(tables.device))
 
     loader.collate_fn = collate_fn  # the DataLoader reads it when an epoch's iterator starts
 

@@ -86,16 +86,25 @@ def trainer_class(model_name: str, model_type, custom_trainer: type) -> type:
     if base is Trainer:
         return custom_trainer
     if base.__name__ in LAYERS:
-        return type(f"Custom{base.__name__}", (LAYERS[base.__name__], custom_trainer, base), {})
+        return type(f"Custom{base.__name__}", (LAYERS[base.__name__], custom_trainer, base), _own_epoch(base))
     if not issubclass(base, Trainer):
         from .trees import TreeTrainer
 
         return TreeTrainer.for_library(base)
     if all(getattr(base, name) is getattr(Trainer, name) for name in _LOOP_METHODS):
         one_pass = base.__name__ == "TraditionalTrainer"  # epochs = 1 whatever the config: nothing to converge
-        return type(f"Custom{base.__name__}", (custom_trainer, base), {"single_pass": one_pass} if one_pass else {})
+        return type(f"Custom{base.__name__}", (custom_trainer, base), {"single_pass": one_pass} if one_pass else {}
+                    | _own_epoch(base))
     raise ValueError(f"{model_name} trains with RecBole's {base.__name__}, which replaces the training loop "
                      "itself and has no layer in recrunner.training.families.layers")
+
+
+def _own_epoch(base) -> dict:
+    """The base's own `_train_epoch`, where it has one, ahead of CustomTrainer's (loop/epoch.py): the
+    base's epoch runs, and RecBole's loop inside it (`super()._train_epoch`)."""
+    from recbole.trainer import Trainer
+
+    return {"_train_epoch": base._train_epoch} if base._train_epoch is not Trainer._train_epoch else {}
 
 
 # pre-training stages, in order; the run itself is the last stage, `finetune`

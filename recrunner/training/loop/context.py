@@ -29,8 +29,19 @@ class EpochProgress:
 
     index: int = 0                        # the epoch
     start_batch: int = 0                  # the batch its training began at (> 0: resumed within it)
-    batches_seen: int = 0                 # batches whose loss was checked (RecBole's _check_nan)
+    batches_seen: int = 0                 # batches whose loss was computed (read or pending)
     steps_counted: int = 0                # its optimizer steps already counted in state.global_step
     running_loss: float | None = None     # its loss so far, summed as RecBole sums it
+    part_sums: tuple | None = None        # each part's sum so far, where the model's loss has parts
     non_finite_batch: int | None = None   # its first batch with a non-finite loss
     rng: dict | None = None               # every RNG when its batch order was drawn (step checkpoints keep it)
+
+    def count_loss(self, value: float, parts: tuple | None = None):
+        """A batch's loss (its value, and its parts' values) added to the running sums, as RecBole adds them."""
+        self.running_loss = value if self.running_loss is None else self.running_loss + value
+        if parts is not None:
+            self.part_sums = parts if self.part_sums is None else tuple(map(sum, zip(self.part_sums, parts)))
+
+    def epoch_loss(self):
+        """What RecBole's epoch returns: the parts' sums where the loss has parts, else the sum."""
+        return self.part_sums if self.part_sums is not None else self.running_loss

@@ -15,6 +15,8 @@ def log_start(trainer, validating=True):
     where = f"resuming at epoch {trainer.start_epoch}" if trainer.start_epoch else "starting at epoch 0"
     where = "already finished, nothing to train" if trainer.start_epoch >= trainer.epochs else where
     accumulate = f" x{trainer.accumulation_steps} accumulated" if trainer.accumulation_steps > 1 else ""
+    reads = trainer.steps.losses.every
+    accumulate += f", losses read every {reads} batches" if reads > 1 else ""  # loop/losses.py
     trainer.logger.info(
         f"{config['model']} on {config['dataset']}: {n_params:,} trainable parameters, device {trainer.device}, "
         f"{config['learner']} learning_rate {config['learning_rate']}, batch {config['train_batch_size']}{accumulate}, "
@@ -22,6 +24,16 @@ def log_start(trainer, validating=True):
         + (f"validation every {trainer.eval_step}" if validating else "no validation") + f"; {where}"
     )
     trainer.logger.info("callbacks: " + ", ".join(type(cb).__name__ for cb in trainer.callbacks))
+
+
+def non_finite_line(epoch_idx: int, exc, every: int) -> str:
+    """The warning for an epoch ended by a non-finite batch loss (`exc`: a NonFiniteLoss) (pure)."""
+    line = f"epoch {epoch_idx} stopped at batch {exc.batch}: the loss is {exc}"
+    if exc.read_at > exc.batch:  # read later (loop/losses.py): the batches between have trained
+        after = f"batch {exc.read_at}" if exc.read_at == exc.batch + 1 else f"batches {exc.batch + 1}-{exc.read_at}"
+        line += (f" (read at batch {exc.read_at}: losses are read every {every} batches here, read_loss_every; "
+                 f"{after} trained on)")
+    return line
 
 
 def log_stop(trainer):

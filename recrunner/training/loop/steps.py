@@ -8,10 +8,12 @@ run also acts between two optimizer steps:
     checkpoint_every_minutes: 30   last.pth when 30 minutes passed since the last one
     log_every_steps: 50            Train-step/Loss and Train-step/LR every 50 steps
 
-How, without replacing RecBole's epoch: `_train_epoch` loops over the training loader, and the
-trainer hands it `Batches`, the same loader whose iterator stops at every step boundary (the
-previous optimizer step done, the next batch not fetched yet) to let `StepBoundaries`, a component
-the trainer owns (`trainer.steps`), act. A checkpoint
+How, with any trainer's epoch (RecBole's `_train_epoch` as loop/epoch.py runs it, or a model
+trainer's own): `_train_epoch` loops over the training loader, and the trainer hands it `Batches`,
+the same loader whose iterator stops at every step boundary (the previous optimizer step done, the
+next batch not fetched yet) to let `StepBoundaries`, a component the trainer owns
+(`trainer.steps`), act. It also counts each batch's loss (`batch_loss`), read from the device when
+due (loop/losses.py) and always before a log line, a validation or a checkpoint. A checkpoint
 taken there holds the RNG state at the epoch's start (which fixed the epoch's order) and at the
 boundary, and the number of batches done: a resume draws the same order, skips those batches
 without building them, restores the boundary's RNG and goes on, so data order, negative samples
@@ -31,8 +33,10 @@ from time import time
 from ...config.params import setting
 from ...core.interrupts import HeldStops
 from ..checkpoints import rng
+from ..distributed import processes
 from ..distributed.iteration import rank_batches, skip_batches
 from .context import EpochProgress
+from .losses import NonFiniteLoss, PendingLosses
 
 
 @dataclass(frozen=True)
@@ -82,12 +86,14 @@ def steps_unsupported(trainer) -> str | None:
 
 def own_epoch_loop(trainer_class) -> str | None:
     """The name of the class whose own `_train_epoch` a trainer class runs instead of RecBole's
-    Trainer's (pure), or None: then each batch is one pass of RecBole's loop."""
+    Trainer's (pure), or None: then each batch is one pass of RecBole's loop (loop/epoch.py's
+    `train_epoch`, marked `recbole_epoch`, is that loop)."""
     from recbole.trainer import Trainer
 
-    if trainer_class._train_epoch is Trainer._train_epoch:
+    epoch = trainer_class._train_epoch
+    if epoch is Trainer._train_epoch or getattr(epoch, "recbole_epoch", False):
         return None
-    return next((c.__name__ for c in trainer_class.__mro__ if "_train_epoch" in vars(c)), "its trainer")
+    return getattr(epoch, "__qualname__", "its trainer").split(".")[0]
 
 
 def steps_in(batches: int, accumulation: int) -> int:
@@ -123,6 +129,7 @@ class StepBoundaries:
         self.epoch = EpochProgress()  # where the epoch being trained is (recrunner.training.loop.context)
         self.live = None              # the generator Batches handed RecBole's epoch (closed when it ends)
         self.interval = [0.0, 0]      # loss sum and batches since the last log_every_steps line
+        self.losses = PendingLosses()  # batch losses not read from the device yet (loop/losses.py)
         self.clock = time()           # when train_seconds last accrued
         self.has_boundaries = False   # whether this trainer's epochs can stop between steps (fit decides)
 
@@ -230,19 +237,35 @@ class StepBoundaries:
             self.live.close()
             self.live = None
 
-    def count_loss(self, value: float):
-        """A batch's loss (its value): the epoch's running sum (as RecBole sums it) and the log interval's."""
-        self.epoch.running_loss = value if self.epoch.running_loss is None else self.epoch.running_loss + value
-        self.interval[0] += value
-        self.interval[1] += 1
+    def batch_loss(self, loss, parts=None, read_now: bool = False):
+        """A batch's loss is computed (a tensor; `parts`: its parts, where the model returns a tuple):
+        kept until read, read with the pending ones when due (or `read_now`), then `on_train_batch`."""
+        epoch = self.epoch
+        epoch.batches_seen += 1
+        self.losses.add(epoch.batches_seen - 1, loss, parts)
+        if read_now or self.losses.due:
+            self.read_losses()
+        self.trainer._call("on_train_batch", batch=epoch.batches_seen - 1)
+
+    def read_losses(self):
+        """Read every pending batch loss and count it, in order; NonFiniteLoss at the first that is NaN
+        or infinite (on any process of a data-parallel run)."""
+        for batch, value, parts in self.losses.read():
+            if processes.non_finite(value, self.trainer.world):
+                raise NonFiniteLoss(value, batch, read_at=self.epoch.batches_seen - 1)
+            self.epoch.count_loss(value, parts)
+            self.interval[0] += value
+            self.interval[1] += 1
 
     def _log(self):
+        self.read_losses()
         total, batches = self.interval
         self.interval = [0.0, 0]
         if batches:
             self.trainer._call("on_train_log", loss=total / batches, lr=self.trainer.optimizer.param_groups[0]["lr"])
 
     def _validate(self):
+        self.read_losses()  # a non-finite loss fails the run as such, not as the diverged weights' scores
         trainer = self.trainer
         with rng.preserved(trainer._generators):
             trainer._validate_and_track(self.epoch.index, trainer.call)
@@ -252,6 +275,7 @@ class StepBoundaries:
             trainer.seconds_to_best = trainer.train_seconds
 
     def _save(self, index):
+        self.read_losses()  # the checkpoint holds the loss so far, and none of weights after a non-finite loss
         trainer, state = self.trainer, self.trainer.state
         self.accrue_time()
         state.batch_in_epoch, state.epoch_loss = index, self.epoch.running_loss

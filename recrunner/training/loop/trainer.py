@@ -24,6 +24,7 @@ import torch
 from recbole.trainer import Trainer
 from recbole.utils import dict2str, set_color
 
+from ...config.params import setting
 from ...core.errors import TrainingFailed
 from ...core.layout import CheckpointPaths
 from ...seams.environment import prepare_environment
@@ -40,17 +41,15 @@ from ..fast.apply import go_fast
 from ..logging.tensorboard import RunWriter, default_hparams
 from . import device, output, validation
 from .context import FitCall
+from .epoch import train_epoch
 from .evaluation import split_when_out_of_memory
+from .losses import NonFiniteLoss, PendingLosses, read_every
 from .optimizer import OptimizerStep, accumulation_steps
 from .steps import StepBoundaries, StepSchedule
 
 # A script of one's own (docs/training-loop.md) builds RecBole's Config after importing
 # CustomTrainer: under numpy 2 it needs the names prepare_environment gives back by then.
 prepare_environment()
-
-
-class _NonFiniteLoss(Exception):
-    """Ends an epoch at its first non-finite batch loss (caught in _train_epoch_to_first_non_finite)."""
 
 
 @with_state_attributes  # every TrainingState field is a trainer attribute too (epoch, best_valid_score, ...)
@@ -75,6 +74,8 @@ class CustomTrainer(Trainer):
         split_when_out_of_memory(self)  # an evaluation batch that does not fit is scored in parts (loop/evaluation.py)
         self.fast = go_fast(self)  # fast mode (recrunner.training.fast); None: exact, as RecBole
         self.world = processes.join(self.model)  # one of a data-parallel run's processes, else None
+        self.steps.losses = PendingLosses(read_every(  # batch losses read from the device in groups (loop/losses.py)
+            setting(config, "read_loss_every"), self.device.type, processes=self.world is not None))
         self.optimizer = OptimizerStep.build(  # the run's one optimizer step (recrunner.training.loop.optimizer)
             self.optimizer, accumulation=self.accumulation_steps, clip=self.clip_grad_norm, scaler=self.grad_scaler,
             average=self.world.average_gradients if self.world is not None else None)
@@ -166,9 +167,9 @@ class CustomTrainer(Trainer):
         try:
             with device.out_of_memory_in_training(self):  # one line, exit 2 (recrunner.training.loop.device)
                 loss = self._train_epoch(batches, epoch_idx, show_progress=show_progress)
-        except _NonFiniteLoss as exc:
-            self.steps.epoch.non_finite_batch = self.steps.epoch.batches_seen - 1
-            self.logger.warning(f"epoch {epoch_idx} stopped at batch {self.steps.epoch.non_finite_batch}: the loss is {exc}")
+        except NonFiniteLoss as exc:
+            self.steps.epoch.non_finite_batch = exc.batch
+            self.logger.warning(output.non_finite_line(epoch_idx, exc, self.steps.losses.every))
             loss = float("nan")
         finally:
             self.steps.close()
@@ -176,14 +177,16 @@ class CustomTrainer(Trainer):
             self.optimizer.flush()  # a last short group of accumulated batches steps too
         return processes.mean_loss(self.steps.end_epoch(loss), self.world)
 
+    def _train_epoch(self, train_data, epoch_idx, loss_func=None, show_progress=False):
+        """RecBole's epoch, batch for batch, each loss read from the device when due (loop/epoch.py)."""
+        return train_epoch(self, train_data, epoch_idx, loss_func=loss_func, show_progress=show_progress)
+
+    _train_epoch.recbole_epoch = True  # RecBole's loop (steps.own_epoch_loop); a model trainer's own replaces it
+
     def _check_nan(self, loss):
-        """Called by RecBole's epoch for every batch, before backward (RecBole raises ValueError on NaN)."""
-        self.steps.epoch.batches_seen += 1
-        value = loss.item()  # read from the device once, for both uses (each read waits for the GPU)
-        if processes.non_finite(value, self.world):  # on any process of a data-parallel run
-            raise _NonFiniteLoss(str(value))
-        self.steps.count_loss(value)
-        self._call("on_train_batch", batch=self.steps.epoch.batches_seen - 1)
+        """Called by RecBole's epoch (a model trainer's: KG, RecVAE...) for every batch, before
+        backward, having read the loss itself: read here at once (RecBole raises ValueError on NaN)."""
+        self.steps.batch_loss(loss, read_now=True)
 
     def _validate_and_track(self, epoch_idx, call: FitCall):
         """Validate; a new best saves best.pth (loop/validation.py); early stopping is a callback's request."""
