@@ -66,6 +66,18 @@ def test_a_tensor_is_on_the_device_torch_names_it_by():
     assert not seam._on(host, torch.device("cuda")) and not seam._on(host, torch.device("cuda:1"))
 
 
+def test_a_batch_is_sent_to_a_gpu_from_pinned_memory(monkeypatch):
+    calls = []  # no GPU here: what the copy asks torch for
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self: calls.append("pin") or self)
+    monkeypatch.setattr(torch.Tensor, "to", lambda self, device, **kw: calls.append((str(device), kw)) or self)
+    rows = torch.arange(4)
+    assert seam.to_device(rows, torch.device("cuda:0")) is rows
+    assert calls == ["pin", ("cuda:0", {"non_blocking": True})]  # queued behind the GPU's work, never waiting for it
+    calls.clear()
+    seam.to_device(rows, "cpu")
+    assert calls == [("cpu", {})]  # a CPU run copies nothing
+
+
 def _recbole_loaders(workspace, model, params):
     from recbole.data import create_dataset, data_preparation
     from recbole.utils import init_seed

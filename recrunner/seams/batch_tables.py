@@ -45,6 +45,16 @@ def moved_to(tensor: torch.Tensor, device, moved: dict) -> torch.Tensor:
     return moved[id(tensor)][1]
 
 
+def to_device(tensor: torch.Tensor, device) -> torch.Tensor:
+    """A host tensor (a batch's row numbers, its negatives) on `device`. On a GPU it is copied from
+    pinned memory, queued behind the GPU's work: a copy from pageable memory may wait for the GPU's
+    stream, which would hold the host up at every batch (loop/losses.py: it should run ahead)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return tensor.to(device)
+    return tensor.pin_memory().to(device, non_blocking=True)
+
+
 class Tables:
     """Where a dataset's batches are gathered: its interactions' rows (`inter`), the user and item
     features joined to them (`user`, `item`), on `device`; `ids`: host rows of the user and item
@@ -73,7 +83,7 @@ class Tables:
         """The joined Interaction of the rows `rows` (a host tensor of row numbers), on the tables' device."""
         from recbole.data.interaction import Interaction
 
-        return self.join(Interaction(self.inter.take(rows.to(self.device, non_blocking=True))))
+        return self.join(Interaction(self.inter.take(to_device(rows, self.device))))
 
     def join(self, df):
         """RecBole's Dataset.join: the user's and the item's features added to each row, from the
@@ -150,7 +160,7 @@ class Ragged:
         rows = np.repeat(np.arange(len(index), dtype=np.int64), lengths)
         at = np.repeat(self.starts[index] - (np.cumsum(lengths) - lengths), lengths) + np.arange(lengths.sum())
         device = self.flat.device
-        return torch.from_numpy(rows).to(device), self.flat[torch.from_numpy(at).to(device)]
+        return to_device(torch.from_numpy(rows), device), self.flat[to_device(torch.from_numpy(at), device)]
 
 
 def consecutive_span(index) -> tuple[int, int] | None:
@@ -195,7 +205,7 @@ class UserTables:
         from recbole.data.interaction import Interaction
 
         span, index = consecutive_span(index), np.asarray(index, dtype=np.int64)
-        rows = torch.arange(*span, device=self.device) if span else torch.from_numpy(index).to(self.device)
+        rows = torch.arange(*span, device=self.device) if span else to_device(torch.from_numpy(index), self.device)
         return (Interaction(self.users.take(rows)), self.history.take(index, span), *self.positive.take(index, span))
 
 

@@ -36,7 +36,7 @@ import torch
 
 from .batch_order import rows_as_tensors
 from .samplers import vectorise_sampler
-from .batch_tables import Tables, UserTables, plain_tables
+from .batch_tables import Tables, UserTables, plain_tables, to_device
 
 
 def vectorise_loaders(loaders, tables=None) -> None:
@@ -147,7 +147,7 @@ def gather_batches(loader, tables: Tables) -> None:
             return loader._neg_sampling(data)  # none, or dynamic (the model picks among candidates)
         users, items = tables.sampled_ids(rows.numpy())
         drawn = loader._sampler.sample_by_user_ids(users, items, loader.neg_sample_num)
-        return sampling(loader, data, drawn.to(tables.device))
+        return sampling(loader, data, to_device(drawn, tables.device))
 
     loader.collate_fn = collate_fn  # the DataLoader reads it when an epoch's iterator starts
 
@@ -203,15 +203,15 @@ def _sampled_batch(loader, tables: Tables, users):
     rows = np.concatenate([np.tile(np.arange(span.start, span.stop), times) for span in spans])
     owner = np.repeat(np.arange(len(users), dtype=np.int64), counts * times)  # each row's user
     block = np.cumsum(counts * times) - counts * times  # where each user's rows begin
-    positive = torch.from_numpy(np.arange(len(rows)) - block[owner] < counts[owner]).to(device)  # its first rows
-    data = Interaction(tables.inter.take(torch.from_numpy(rows).to(device, non_blocking=True)))
+    positive = to_device(torch.from_numpy(np.arange(len(rows)) - block[owner] < counts[owner]), device)  # its first rows
+    data = Interaction(tables.inter.take(to_device(torch.from_numpy(rows), device)))
     items = data[tables.iid_field]
     positive_i = items[positive]
-    items[~positive] = torch.cat(drawn).to(device)  # in order: each user's rows repeated, as drawn
+    items[~positive] = to_device(torch.cat(drawn), device)  # in order: each user's rows repeated, as drawn
     data = tables.join(data)
     data.update(Interaction({loader.label_field: positive.to(torch.get_default_dtype())}))  # RecBole's 1.0 and 0.0
     positive_u = np.repeat(np.arange(len(users), dtype=np.int64), counts)
-    return data, torch.from_numpy(owner).to(device), torch.from_numpy(positive_u).to(device), positive_i
+    return data, to_device(torch.from_numpy(owner), device), to_device(torch.from_numpy(positive_u), device), positive_i
 
 
 def _joined_from(dataset, tables: Tables):
