@@ -12,7 +12,8 @@ joined by "+" run at the same time: only steps that time nothing should share th
           devices) with the device visible
   main    the main job (SASRec at RecBole's full size on ml-1m), 2 epochs: plain RecBole against
           recrunner's exact mode: seconds per epoch, GPU busy share, peak memory, test metrics equal;
-          and exact mode with its batches built on the host (batches_on_device: false), as before
+          and exact mode with its batches built on the host (batches_on_device: false), as before, and
+          with every batch's loss read before its backward (read_loss_every: 1), as RecBole does
   fast    the main job with --fast, 3 epochs; on a GPU again with fast_cuda_graphs: true
   models  GRU4Rec, BPR and LightGCN at RecBole's sizes, 2 epochs exact, batches built on the GPU and
           on the host: seconds per epoch, test metrics equal
@@ -271,6 +272,11 @@ def main_job(check: Check) -> dict:
                          "--set", *[f"{k}={json.dumps(v)}" for k, v in {**check.job(2), "batches_on_device": False}.items()]],
                         300, "main-host-batches")
     host = recorded(check, "main-host-batches")
+    with Busy(check.gpu) as each_busy:  # RecBole's way: the host waits for every batch's loss (loop/losses.py)
+        check.recrunner(["--model", "SASRec", "--dataset", check.dataset, "--name", "main-each-loss",
+                         "--set", *[f"{k}={json.dumps(v)}" for k, v in {**check.job(2), "read_loss_every": 1}.items()]],
+                        300, "main-each-loss")
+    each = recorded(check, "main-each-loss")
     plain = plain or {}
     return {"plain RecBole, s/epoch": _seconds(plain), "plain RecBole, GPU busy": plain_busy.text(),
             "plain RecBole, peak allocated": _mb(plain.get("peak_mb")),
@@ -283,7 +289,11 @@ def main_job(check: Check) -> dict:
             "exact, batches built on the host, GPU busy": host_busy.text(),
             "exact, batches built on the host, test metrics": (
                 "equal to batches built on the device" if host.get("test") and host["test"] == exact.get("test")
-                else f"DIFFER: {host.get('test')} vs {exact.get('test')}")}
+                else f"DIFFER: {host.get('test')} vs {exact.get('test')}"),
+            "exact, each loss read, s/epoch": _seconds(each), "exact, each loss read, GPU busy": each_busy.text(),
+            "exact, each loss read, test metrics": (
+                "equal to losses read in groups" if each.get("test") and each["test"] == exact.get("test")
+                else f"DIFFER: {each.get('test')} vs {exact.get('test')}")}
 
 
 def fast(check: Check) -> dict:

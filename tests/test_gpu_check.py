@@ -22,6 +22,7 @@ def test_the_gpu_check_runs_on_a_cpu_at_tiny_sizes_and_every_promise_holds(tmp_p
     assert all(v.startswith("bit-identical") for v in resumes.values()), resumes
     assert table["exact, test metrics"] == "equal to plain RecBole's"
     assert table["exact, batches built on the host, test metrics"] == "equal to batches built on the device"
+    assert table["exact, each loss read, test metrics"] == "equal to losses read in groups"
     assert "FAILED" not in json.dumps(table), table
     assert len(table["--fast, s/epoch"].split(", ")) == 3
     assert [k for k in table if k.startswith(("GRU4Rec", "BPR", "LightGCN"))] == [

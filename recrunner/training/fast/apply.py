@@ -47,7 +47,7 @@ class FastMethod:
         self.method, self.plan, self.scoring = method, plan, scoring
         self.name = getattr(method, "__name__", "method")
         compiled = plan.compile and (plan.compile_scoring or not scoring)
-        self.graphs = plan.cuda_graphs and not scoring  # a loss is read before the next call; scores may not be
+        self.graphs = plan.cuda_graphs and not scoring  # a loss is copied before the next call (loop/losses.py); scores may not be
         mode = "reduce-overhead" if self.graphs else None
         self.compiled = torch.compile(method, dynamic=True, mode=mode) if compiled else None
 
