@@ -13,7 +13,8 @@
     6. schedule        the LR schedule's hook on the optimizer's step sets the next rate
                        (recrunner.training.callbacks.lr_schedule)
 
-RecBole's `_train_epoch` drives it unchanged (the KG, RecVAE ... trainers reuse that loop): it calls
+The epoch drives it unchanged (RecBole's `_train_epoch` as loop/epoch.py runs it, or the KG, RecVAE
+... trainers' own, which reuse RecBole's): it calls
 `zero_grad`, `backward` and `step` once per batch, and would clip each batch itself, so the trainer's
 `clip_grad_norm` is left to this step. Where there is nothing to add (one batch a step, one
 process, no scaler), `build` gives back the optimizer itself: RecBole's loop then clips and steps it
