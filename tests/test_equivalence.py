@@ -17,6 +17,8 @@ from .plain_recbole import run_plain_recbole
     ("BPR", {**TINY_BPR, "epochs": 4, "stopping_step": 1, "learning_rate": 0.01}, 4),
     # early stopping fires: recrunner's EarlyStopping callback stops where RecBole's stopping_step does
     ("BPR", {**TINY_BPR, "epochs": 30, "stopping_step": 0, "learning_rate": 0.05}, 6),
+    # RecBole's autocast (bf16 on a CPU), clipping and progress bars: the same calls in loop/epoch.py
+    ("BPR", {**TINY_BPR, "epochs": 2, "enable_amp": True, "clip_grad_norm": {"max_norm": 0.5}, "show_progress": True}, 2),
 ])
 def test_custom_trainer_matches_recbole_trainer(model, params, epochs_trained, workspace, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # RecBole's Trainer writes log_tensorboard/ and saved/ into the cwd
