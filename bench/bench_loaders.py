@@ -3,7 +3,8 @@
     python bench/bench_loaders.py [--cases BPR:ml-1m BPR:ml-100k] [--epochs 3] [--data-path ../shared/datasets]
 
 Per case, one process builds RecBole's loaders once, then times epochs alternately with RecBole's
-collate and sampler and with recrunner's (`vectorise_loaders`): the loader alone (batches and
+collate, sampler and row-by-row index and with recrunner's as every run has them (`vectorise_loaders`:
+the collate and the sampler as arrays, each batch's rows as one tensor): the loader alone (batches and
 negatives, no model) and a whole training epoch (CustomTrainer's `_train_epoch`). Before timing, it
 checks that the two give identical batches for an epoch. Reported: medians over `--epochs` epochs
 per mode, and the ratios.
@@ -51,23 +52,30 @@ def _build(model: str, dataset: str, data_path: str | None):
 class _Modes:
     """Switch one training loader between RecBole's batches and recrunner's."""
 
+    ORDER = ("sampler", "batch_sampler", "dataset")  # torch's DataLoader's: how it hands rows to the collate
+
     def __init__(self, train):
         from recrunner.seams.loaders import gather_batches
+        from recrunner.seams.batch_order import rows_as_tensors
         from recrunner.seams.batch_tables import plain_tables
         from recrunner.seams.samplers import vectorise
 
         self.train, dataset = train, train._dataset
-        self.recbole = (train._sampler, vars(train).get("collate_fn"), vars(dataset).get("join"))
+        order = {name: vars(train)[name] for name in self.ORDER}
+        self.recbole = (train._sampler, vars(train).get("collate_fn"), vars(dataset).get("join"), order)
         sampler = copy.copy(train._sampler)
         vectorise(sampler)
         tables = plain_tables(dataset)
         assert tables is not None, "this dataset keeps RecBole's collate"
         gather_batches(train, tables)
-        self.vectorised = (sampler, train.collate_fn, dataset.join)
+        assert rows_as_tensors(train), "this loader keeps torch's row-by-row index"  # as every run's loader
+        self.vectorised = (sampler, train.collate_fn, dataset.join, {name: vars(train)[name] for name in self.ORDER})
 
     def use(self, mode: str):
-        sampler, collate, join = getattr(self, mode)
+        sampler, collate, join, order = getattr(self, mode)
         self.train._sampler = sampler
+        for name, value in order.items():
+            object.__setattr__(self.train, name, value)  # past the DataLoader's guard, as rows_as_tensors sets them
         for owner, name, value in ((self.train, "collate_fn", collate), (self.train._dataset, "join", join)):
             if value is None:
                 vars(owner).pop(name, None)
