@@ -11,7 +11,7 @@ joined by "+" run at the same time: only steps that time nothing should share th
   tests   the tests that touch devices (resume, equivalence, fast, steps, checkpoints, interrupts,
           devices) with the device visible
   main    the main job (SASRec at RecBole's full size on ml-1m), 2 epochs: plain RecBole against
-          recrunner's exact mode: seconds per epoch, GPU busy share, peak memory, test metrics equal;
+          recrunner's exact mode: seconds per epoch (whole, and its training), GPU busy share, peak memory, test metrics equal;
           and exact mode with its batches built on the host (batches_on_device: false), as before, and
           with every batch's loss read before its backward (read_loss_every: 1), as RecBole does
   fast    the main job with --fast, 3 epochs; on a GPU again with fast_cuda_graphs: true
@@ -91,8 +91,9 @@ for name, value in seconds:
     current += value
     if name == "_valid_epoch":
         epochs.append(round(current, 3)); current = 0.0
+train = [round(value, 3) for name, value in seconds if name == "_train_epoch"]
 peak = torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None
-print(json.dumps({"epoch_seconds": epochs, "test": {k: float(v) for k, v in result["test"].items()}, "peak_mb": peak}))
+print(json.dumps({"epoch_seconds": epochs, "train_seconds": train, "test": {k: float(v) for k, v in result["test"].items()}, "peak_mb": peak}))
 """
 
 
@@ -240,7 +241,9 @@ def recorded(check: Check, sweep: str) -> dict:
         return {}
     record = json.loads(metrics.read_text())
     history = [json.loads(line) for line in (metrics.parent / "history.jsonl").read_text().splitlines()]
-    return {"epoch_seconds": [line["seconds"] for line in history if line.get("epoch", -1) >= 0],
+    epochs = [line for line in history if line.get("epoch", -1) >= 0 and "seconds" in line]
+    return {"epoch_seconds": [line["seconds"] for line in epochs],
+            "train_seconds": [line["train_seconds"] for line in epochs if "train_seconds" in line],
             "test": record.get("test") or {}, "peak_mb": (record.get("device") or {}).get("peak_memory_mb"),
             "status": record["status"], "compile_seconds": record.get("compile_seconds"),
             "fast_plan": _plan((record.get("provenance") or {}).get("fast"))}
@@ -278,9 +281,11 @@ def main_job(check: Check) -> dict:
                         300, "main-each-loss")
     each = recorded(check, "main-each-loss")
     plain = plain or {}
-    return {"plain RecBole, s/epoch": _seconds(plain), "plain RecBole, GPU busy": plain_busy.text(),
+    return {"plain RecBole, s/epoch": _seconds(plain), "plain RecBole, s/epoch training": _seconds(plain, "train_seconds"),
+            "plain RecBole, GPU busy": plain_busy.text(),
             "plain RecBole, peak allocated": _mb(plain.get("peak_mb")),
-            "exact, s/epoch": _seconds(exact), "exact, GPU busy": exact_busy.text(),
+            "exact, s/epoch": _seconds(exact), "exact, s/epoch training": _seconds(exact, "train_seconds"),
+            "exact, GPU busy": exact_busy.text(),
             "exact, peak memory": _mb(exact.get("peak_mb")),
             "exact, test metrics": ("equal to plain RecBole's" if exact.get("test") and exact["test"] == plain.get("test")
                                     else f"DIFFER: {exact.get('test')} vs {plain.get('test')}"),
@@ -290,7 +295,7 @@ def main_job(check: Check) -> dict:
             "exact, batches built on the host, test metrics": (
                 "equal to batches built on the device" if host.get("test") and host["test"] == exact.get("test")
                 else f"DIFFER: {host.get('test')} vs {exact.get('test')}"),
-            "exact, each loss read, s/epoch": _seconds(each), "exact, each loss read, GPU busy": each_busy.text(),
+            "exact, each loss read, s/epoch": _seconds(each), "exact, each loss read, s/epoch training": _seconds(each, "train_seconds"), "exact, each loss read, GPU busy": each_busy.text(),
             "exact, each loss read, test metrics": (
                 "equal to losses read in groups" if each.get("test") and each["test"] == exact.get("test")
                 else f"DIFFER: {each.get('test')} vs {exact.get('test')}")}
@@ -302,7 +307,8 @@ def fast(check: Check) -> dict:
         check.recrunner(["--model", "SASRec", "--dataset", check.dataset, "--name", "main-fast", "--fast",
                          "--set", *[f"{k}={json.dumps(v)}" for k, v in check.job(3).items()], *extra], 420, "main-fast")
     run = recorded(check, "main-fast")
-    rows = {"--fast, plan": run.get("fast_plan", ""), "--fast, s/epoch": _seconds(run), "--fast, GPU busy": busy.text(),
+    rows = {"--fast, plan": run.get("fast_plan", ""), "--fast, s/epoch": _seconds(run),
+            "--fast, s/epoch training": _seconds(run, "train_seconds"), "--fast, GPU busy": busy.text(),
             "--fast, peak memory": _mb(run.get("peak_mb")), "--fast, compile s": _compile(run),
             "--fast, test ndcg@10": str(run.get("test", {}).get("ndcg@10"))}
     if not check.gpu:  # CUDA graphs exist on a GPU only
@@ -312,7 +318,8 @@ def fast(check: Check) -> dict:
                          "--set", *[f"{k}={json.dumps(v)}" for k, v in {**check.job(3), "fast_cuda_graphs": True}.items()]],
                         420, "main-fast-graphs")
     graphs = recorded(check, "main-fast-graphs")
-    return {**rows, "--fast with CUDA graphs, s/epoch": _seconds(graphs), "--fast with CUDA graphs, GPU busy": graphs_busy.text(),
+    return {**rows, "--fast with CUDA graphs, s/epoch": _seconds(graphs),
+            "--fast with CUDA graphs, s/epoch training": _seconds(graphs, "train_seconds"), "--fast with CUDA graphs, GPU busy": graphs_busy.text(),
             "--fast with CUDA graphs, compile s": _compile(graphs),
             "--fast with CUDA graphs, test ndcg@10": str(graphs.get("test", {}).get("ndcg@10"))}
 
@@ -334,6 +341,7 @@ def models(check: Check) -> dict:
                              "--set", *[f"{k}={json.dumps(v)}" for k, v in {**params, **extra}.items()]], 240, name)
             found[where] = recorded(check, name)
             rows[f"{model}, batches built on the {where}, s/epoch"] = _seconds(found[where])
+            rows[f"{model}, batches built on the {where}, s/epoch training"] = _seconds(found[where], "train_seconds")
         if "host" in found:
             same = found["host"].get("test") and found["host"]["test"] == found["device"].get("test")
             rows[f"{model}, test metrics"] = "equal on both paths" if same else \
@@ -360,8 +368,8 @@ def cells(check: Check) -> dict:
 STEPS = {"resume": resume, "tests": tests, "main": main_job, "fast": fast, "models": models, "cells": cells}
 
 
-def _seconds(run: dict) -> str:
-    values = run.get("epoch_seconds") or []
+def _seconds(run: dict, key: str = "epoch_seconds") -> str:
+    values = run.get(key) or []
     return ", ".join(f"{s:.2f}" for s in values) or "FAILED (see logs/)"
 
 

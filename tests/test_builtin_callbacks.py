@@ -136,7 +136,8 @@ def test_history_has_one_line_per_epoch_and_none_twice_after_a_resume(workspace)
     rows = read_history(result.run_dir / "history.jsonl")
     assert [row["epoch"] for row in rows] == [-1, 0, 1, 2]
     assert set(rows[0]["valid"]) == set(result.best_valid)
-    assert {"loss", "lr", "score", "valid", "best_epoch", "seconds", "time"} <= set(rows[1])
+    assert {"loss", "lr", "score", "valid", "best_epoch", "seconds", "train_seconds", "time"} <= set(rows[1])
+    assert 0 < rows[1]["train_seconds"] <= rows[1]["seconds"]  # the epoch's training, within the whole epoch
     assert rows[-1]["best_epoch"] == result.best_epoch
     assert rows[result.best_epoch + 1]["valid"] == pytest.approx(result.best_valid)
 

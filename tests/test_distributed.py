@@ -337,5 +337,5 @@ def _alive(pid: int) -> bool:
 
 
 def _history(run_dir):
-    return [{k: v for k, v in json.loads(line).items() if k not in ("time", "elapsed", "seconds")}
+    return [{k: v for k, v in json.loads(line).items() if k not in ("time", "elapsed", "seconds", "train_seconds")}
             for line in (run_dir / "history.jsonl").read_text().splitlines()]

@@ -26,5 +26,9 @@ def test_the_gpu_check_runs_on_a_cpu_at_tiny_sizes_and_every_promise_holds(tmp_p
     assert "FAILED" not in json.dumps(table), table
     assert len(table["--fast, s/epoch"].split(", ")) == 3
     assert [k for k in table if k.startswith(("GRU4Rec", "BPR", "LightGCN"))] == [
-        f"{model}, batches built on the device, s/epoch" for model in ("GRU4Rec", "BPR", "LightGCN")]
+        f"{model}, batches built on the device, s/epoch{what}" for model in ("GRU4Rec", "BPR", "LightGCN")
+        for what in ("", " training")]
+    for key in ("plain RecBole", "exact", "BPR, batches built on the device"):  # training within the whole epoch
+        whole, training = (table[f"{key}, s/epoch{what}"].split(", ") for what in ("", " training"))
+        assert len(whole) == len(training) and all(0 < float(t) <= float(w) for t, w in zip(training, whole))
     assert (tmp_path / "gpu_check.md").read_text().startswith("# GPU check on CPU")

@@ -147,7 +147,7 @@ def _stopped_run(workspace, model, params, batch, sig):
 
 def _same_run(reference, resumed, stepped=True):
     assert resumed.status == "ok" and resumed.test == reference.test and resumed.best_valid == reference.best_valid
-    strip = lambda r: [{k: v for k, v in line.items() if k not in ("time", "seconds")}
+    strip = lambda r: [{k: v for k, v in line.items() if k not in ("time", "seconds", "train_seconds")}
                        for line in read_history(r.run_dir / "history.jsonl")]
     assert strip(resumed) == strip(reference)
     for tag in ("Valid/score", "Train/Loss", "Train/LR"):

@@ -1,7 +1,10 @@
 """HistoryWriter: one JSON line per epoch in the run directory (history.jsonl).
 
-    {"epoch": 3, "loss": 812.4, "losses": null, "lr": 0.001, "score": 0.081,
+    {"epoch": 3, "loss": 812.4, "losses": null, "train_seconds": 1.31, "lr": 0.001, "score": 0.081,
      "valid": {"recall@10": 0.15, ...}, "best_epoch": 3, "seconds": 1.92, "time": "2026-11-21T10:02:11+00:00"}
+
+`train_seconds`: the epoch's training (RecBole's "epoch N training [time: ...]"); `seconds`: the
+whole epoch, its validation and checkpoints included.
 
 Epoch -1 (the initial validation) is the first line. A resumed run first drops the lines of
 epochs it is about to train again, so every epoch appears once, as in TensorBoard.
@@ -53,7 +56,8 @@ class HistoryWriter(Callback):
 
     def on_train_epoch_end(self, loop, control, losses):
         parts = [float(v) for v in losses] if isinstance(losses, tuple) else None
-        self._row.update(loss=float(total_loss(losses)), losses=parts)
+        self._row.update(loss=float(total_loss(losses)), losses=parts,
+                         train_seconds=round(time.perf_counter() - self._started, 3))
 
     def on_validation_end(self, loop, control, metrics, score):
         if getattr(loop, "eval_every_steps", None) is None:
