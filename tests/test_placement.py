@@ -13,7 +13,7 @@ from recrunner.data import placement
 from recrunner.data.cache import load_data
 from recrunner.seams import batch_tables as seam
 from recrunner.seams.batch_order import EpochOrder
-from tests.conftest import TINY_BPR, TINY_SASREC
+from tests.conftest import REPO, TINY_BPR, TINY_SASREC
 
 
 class DeviceOnly(torch.Tensor):
@@ -46,6 +46,30 @@ def test_the_lines_docs_show_are_the_rule_s():
     main_job = 623962588  # SASRec on ml-1m: the bytes of its tables
     assert placement.where_batches("cuda:0", True, main_job, 139 * 2**30).reason in text
     assert placement.where_batches("cuda:0", True, main_job, 2**30).reason in text
+
+
+class FullSortEvalDataLoader:  # what small_evaluation_batches reads of RecBole's loader of that name
+    def __init__(self, users, batches, items, sequential=False):
+        self.step, self.batches, self.is_sequential = users, batches, sequential
+        self._dataset = type("Dataset", (), {"item_num": items})()
+
+    def __len__(self):
+        return self.batches
+
+
+ML_1M_LINE = ("evaluation: 6040 batches of 1 user (eval_batch_size 4096 holds 3417 scores of 3417 items), mostly "
+              "per-batch work; eval_batch_size: 4096000 (1198 users a batch) is faster, its scores can differ in the "
+              "last bits (docs/runs.md: Evaluation batches)")
+
+
+def test_an_evaluation_of_one_user_a_batch_is_named_with_what_to_do():
+    config = {"eval_batch_size": 4096}
+    one_user = FullSortEvalDataLoader(1, 6040, 3417)  # BPR on ml-1m at RecBole's eval_batch_size
+    assert placement.small_evaluation_batches(config, [None, one_user, one_user]) == ML_1M_LINE
+    assert placement.small_evaluation_batches(config, [None, FullSortEvalDataLoader(2, 472, 1683)]) is None  # ml-100k
+    assert placement.small_evaluation_batches(config, [None, FullSortEvalDataLoader(1, 6040, 3417, True)]) is None
+    assert placement.small_evaluation_batches(config, [one_user, None]) is None  # training is not evaluation
+    assert ML_1M_LINE in (REPO / "docs" / "runs.md").read_text()
 
 
 def test_host_only_names_what_needs_the_host():

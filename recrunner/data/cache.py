@@ -46,7 +46,7 @@ from ..seams.loaders import batch_loaders, vectorise_loaders
 from . import entry
 from .compact import describe, rebuild
 from .describe import check_split, too_little
-from .placement import place_tables
+from .placement import place_tables, small_evaluation_batches
 
 logger = logging.getLogger("recrunner")
 
@@ -112,6 +112,9 @@ def _prepared(config, dataset):
     # RecBole's batches and negatives, built as arrays (seams/loaders.py), on the run's device (placement.py)
     building = batch_loaders(loaders)
     vectorise_loaders(building, place_tables(config, building))
+    small = small_evaluation_batches(config, loaders)
+    if small:
+        logger.info(small)
     return loaders
 
 

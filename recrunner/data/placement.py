@@ -96,6 +96,26 @@ def place_tables(config, loaders):
     return lambda loader: found.get(id(loader))
 
 
+SMALL_EVALUATION = (2, 1000)  # at most this many users a batch, in at least this many batches: say so
+
+
+def small_evaluation_batches(config, loaders) -> str | None:
+    """The line for a general model's full-sort evaluation split into batches of one or two users
+    (RecBole's `eval_batch_size` counts scores: 4096 holds one user's on ml-1m), else None (pure over
+    the loaders): most of such an evaluation is per-batch work, on a GPU all of it."""
+    for loader in loaders[1:]:
+        if gathered(loader) != "users" or not hasattr(loader, "step"):
+            continue
+        users, batches = int(loader.step), len(loader)
+        if users <= SMALL_EVALUATION[0] and batches >= SMALL_EVALUATION[1]:
+            items = int(loader._dataset.item_num)
+            return (f"evaluation: {batches} batches of {users} user{'s' if users > 1 else ''} (eval_batch_size "
+                    f"{config['eval_batch_size']} holds {users * items} scores of {items} items), mostly per-batch work; "
+                    f"eval_batch_size: 4096000 ({4096000 // items} users a batch) is faster, its scores can differ "
+                    "in the last bits (docs/runs.md: Evaluation batches)")
+    return None
+
+
 def _id_rows(dataset) -> Rows | None:
     """Host rows of the user and item ids (what RecBole's sampler reads), or None where there are none."""
     columns = dataset.inter_feat.interaction
