@@ -43,8 +43,7 @@ def impossible_values(params: Mapping[str, Any]) -> list[str]:
             continue
         name = key.rsplit(".", 1)[-1]
         if key == "read_loss_every":  # recrunner.training.loop.losses
-            if value != "auto" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                problems.append(f"read_loss_every must be auto or a whole number >= 1, got {value!r}")
+            problems += [problem] if (problem := read_loss_every_problem(value)) else []
             continue
         numbers = value if isinstance(value, list) else [value]
         if key in _WHOLE and not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in numbers):
@@ -75,6 +74,13 @@ def impossible_values(params: Mapping[str, Any]) -> list[str]:
         elif "dropout" in name and any(not 0 <= v < 1 for v in numbers):
             problems.append(f"{key} is a probability: it must be in [0, 1), got {value!r}")
     return problems
+
+
+def read_loss_every_problem(value) -> str | None:
+    """Why `read_loss_every` cannot be `value` (pure), or None: auto, or a whole number >= 1."""
+    if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        return None
+    return f"read_loss_every must be auto or a whole number >= 1, got {value!r}"
 
 
 @functools.lru_cache(maxsize=None)

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import torch
 
+from ...config.checks import read_loss_every_problem
+
 AUTO_ON_GPU = 32  # batches whose losses wait on a GPU under `read_loss_every: auto`
 
 
@@ -44,10 +46,11 @@ def read_every(asked, device_type: str, processes: bool) -> int:
     number >= 1, from `read_loss_every`); 1 in a data-parallel run; auto: 1 on a CPU, else 32."""
     if processes:
         return 1
+    problem = None if asked is None else read_loss_every_problem(asked)
+    if problem:
+        raise ValueError(problem)
     if asked in (None, "auto"):
         return 1 if device_type == "cpu" else AUTO_ON_GPU
-    if isinstance(asked, bool) or not isinstance(asked, int) or asked < 1:
-        raise ValueError(f"read_loss_every must be auto or a whole number >= 1, got {asked!r}")
     return asked
 
 
