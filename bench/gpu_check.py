@@ -1,7 +1,7 @@
 """The project's GPU check: docs/runs.md's promises on the device at hand, in minutes, as one table.
 
     bash bench/gpu_check.sh WHEELS_DIR           # a GPU machine with torch but not RecBole (../shared/GPU.md)
-    python bench/gpu_check.py [--tiny] [--out DIR] [--steps resume+tests,main,fast,models,cells] [--data-path DIR] [--budget S]
+    python bench/gpu_check.py [--tiny] [--out DIR] [--steps resume+tests,main,fast,profile,models,cells] [--data-path DIR] [--budget S]
 
 Steps, in order of importance, each time-boxed and written to OUT/steps/<step>.json as it ends (steps
 joined by "+" run at the same time: only steps that time nothing should share the machine):
@@ -17,10 +17,14 @@ joined by "+" run at the same time: only steps that time nothing should share th
   fast    the main job with --fast, 3 epochs; on a GPU again with fast_cuda_graphs: true
   models  GRU4Rec, BPR and LightGCN at RecBole's sizes, 2 epochs exact, batches built on the GPU and
           on the host: seconds per epoch, test metrics equal
+  profile where a batch's time goes (bench/profile_batches.py) in exact and fast mode: wall time,
+          GPU kernel time, kernels launched and host waits per batch, the operators with the most host
+          time; fast mode's compile time with the compiler's cache the `fast` step left
   cells   4 seeds of the quick job at once on one GPU (--gpus 0,0,0,0 --workers 4) against one at a time
 Then one table: OUT/gpu_check.md (and .json), rewritten after every step, so a check cut short by
 --budget (seconds for the whole check: every process's timeout is cut to what is left, and a step
-with under 20 s left is skipped and says so) still reports what it measured. Without a GPU, or with --tiny, every step runs at tiny
+with under 20 s left is skipped and says so, a process the budget stopped says so) still reports
+what it measured. Without a GPU, or with --tiny, every step runs at tiny
 sizes on ml-100k (fast mode uncompiled, cells on 2 CPU workers): CI's check of this script
 (tests/test_gpu_check.py). Never claim a figure this did not measure: the table names the device.
 """
@@ -113,6 +117,7 @@ class Check:
         (self.out / "steps").mkdir(exist_ok=True)
         self.versions = f"torch {torch.__version__}" + (f", CUDA {torch.version.cuda}" if self.gpu else "")
         self.deadline = time.monotonic() + args.budget if args.budget else None
+        self.stopped: dict[str, float] = {}  # log name -> seconds it ran before the budget stopped it
 
     def left(self, timeout: float) -> float:
         """A process's timeout: `timeout`, or less where the check's budget ends sooner."""
@@ -124,10 +129,12 @@ class Check:
             [sys.executable, *code_or_args]
         timeout = self.left(timeout)
         if timeout < 10:
+            self.stopped[log] = 0.0
             return 124, None
         try:
             done = subprocess.run(argv, cwd=REPO, env=self.env, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired as stopped:
+            self.stopped[log] = timeout
             if log:
                 (self.out / "logs").mkdir(exist_ok=True)
                 text = b"".join(part or b"" for part in (stopped.stdout, stopped.stderr))
@@ -236,6 +243,8 @@ class Busy:
 
 
 def recorded(check: Check, sweep: str) -> dict:
+    if sweep in check.stopped:
+        return {"stopped": check.stopped[sweep]}
     metrics = next((check.out / "runs" / sweep).rglob("metrics.json"), None)
     if metrics is None:
         return {}
@@ -251,7 +260,23 @@ def recorded(check: Check, sweep: str) -> dict:
 
 def _compile(run: dict) -> str:
     seconds = run.get("compile_seconds")
+    if "stopped" in run:
+        return _stopped(run)
     return "not compiled" if seconds is None and run.get("status") == "ok" else _s(seconds)
+
+
+def _agree(run: dict, other: dict, equal: str) -> str:
+    """Whether two runs' test metrics are equal: `equal`, DIFFER with both, or which run the budget stopped."""
+    cut = next((r for r in (run, other) if "stopped" in r), None)
+    if cut is not None:
+        return _stopped(cut)
+    return equal if run.get("test") and run["test"] == other.get("test") else f"DIFFER: {run.get('test')} vs {other.get('test')}"
+
+
+def _stopped(run: dict) -> str:
+    """A run the check's --budget cut short: not a failure of the code (the step's log has its output)."""
+    seconds = run["stopped"]
+    return f"STOPPED by the check's --budget after {seconds:.0f} s" if seconds else "NOT RUN: the check's --budget ran out"
 
 
 def _plan(plan: dict | None) -> str:
@@ -280,25 +305,21 @@ def main_job(check: Check) -> dict:
                          "--set", *[f"{k}={json.dumps(v)}" for k, v in {**check.job(2), "read_loss_every": 1}.items()]],
                         300, "main-each-loss")
     each = recorded(check, "main-each-loss")
-    plain = plain or {}
+    plain = plain or ({"stopped": check.stopped["main-plain"]} if "main-plain" in check.stopped else {})
     return {"plain RecBole, s/epoch": _seconds(plain), "plain RecBole, s/epoch training": _seconds(plain, "train_seconds"),
             "plain RecBole, GPU busy": plain_busy.text(),
             "plain RecBole, peak allocated": _mb(plain.get("peak_mb")),
             "exact, s/epoch": _seconds(exact), "exact, s/epoch training": _seconds(exact, "train_seconds"),
             "exact, GPU busy": exact_busy.text(),
             "exact, peak memory": _mb(exact.get("peak_mb")),
-            "exact, test metrics": ("equal to plain RecBole's" if exact.get("test") and exact["test"] == plain.get("test")
-                                    else f"DIFFER: {exact.get('test')} vs {plain.get('test')}"),
+            "exact, test metrics": _agree(exact, plain, "equal to plain RecBole's"),
             "test ndcg@10": str(exact.get("test", {}).get("ndcg@10")),
             "exact, batches built on the host, s/epoch": _seconds(host),
+            "exact, batches built on the host, s/epoch training": _seconds(host, "train_seconds"),
             "exact, batches built on the host, GPU busy": host_busy.text(),
-            "exact, batches built on the host, test metrics": (
-                "equal to batches built on the device" if host.get("test") and host["test"] == exact.get("test")
-                else f"DIFFER: {host.get('test')} vs {exact.get('test')}"),
+            "exact, batches built on the host, test metrics": _agree(host, exact, "equal to batches built on the device"),
             "exact, each loss read, s/epoch": _seconds(each), "exact, each loss read, s/epoch training": _seconds(each, "train_seconds"), "exact, each loss read, GPU busy": each_busy.text(),
-            "exact, each loss read, test metrics": (
-                "equal to losses read in groups" if each.get("test") and each["test"] == exact.get("test")
-                else f"DIFFER: {each.get('test')} vs {exact.get('test')}")}
+            "exact, each loss read, test metrics": _agree(each, exact, "equal to losses read in groups")}
 
 
 def fast(check: Check) -> dict:
@@ -343,9 +364,7 @@ def models(check: Check) -> dict:
             rows[f"{model}, batches built on the {where}, s/epoch"] = _seconds(found[where])
             rows[f"{model}, batches built on the {where}, s/epoch training"] = _seconds(found[where], "train_seconds")
         if "host" in found:
-            same = found["host"].get("test") and found["host"]["test"] == found["device"].get("test")
-            rows[f"{model}, test metrics"] = "equal on both paths" if same else \
-                f"DIFFER: {found['device'].get('test')} vs {found['host'].get('test')}"
+            rows[f"{model}, test metrics"] = _agree(found["device"], found["host"], "equal on both paths")
     return rows
 
 
@@ -365,10 +384,51 @@ def cells(check: Check) -> dict:
     return {"4 cells, one at a time": _s(one), "4 cells at once": f"{_s(both)} ({ratio})"}
 
 
-STEPS = {"resume": resume, "tests": tests, "main": main_job, "fast": fast, "models": models, "cells": cells}
+def profile(check: Check) -> dict:
+    """bench/profile_batches.py on the main job, exact and --fast (after the `fast` step: its compiler
+    cache in the same runs folder), a window of epoch 1's batches; its trace into traces/."""
+    rows = {}
+    tiny_fast = {"fast_compile": False, "fast_precision": "bf16"} if check.tiny else {}
+    for name, extra in (("exact", {}), ("--fast", {"fast": True, **tiny_fast})):
+        log = f"profile-{name.strip('-')}"
+        (check.out / "traces").mkdir(exist_ok=True)
+        code, found = check.python(
+            ["bench/profile_batches.py", "--model", "SASRec", "--dataset", check.dataset, "--data-path", str(check.data),
+             "--output", str(check.out / "runs"), "--trace", str(check.out / "traces" / f"{log}.json.gz"),
+             "--set", *[f"{k}={json.dumps(v)}" for k, v in {**check.job(2), **extra}.items()]], 300, log=log)
+        if log in check.stopped:
+            rows[f"profile {name}, per batch"] = _stopped({"stopped": check.stopped[log]})
+            continue
+        if code != 0 or not found or "wall_ms" not in found:
+            rows[f"profile {name}, per batch"] = "FAILED (see logs/)"
+            continue
+        rows[f"profile {name}, per batch"] = _per_batch(found)
+        rows[f"profile {name}, top host ops"] = ", ".join(
+            f"{op['op'][6:]} {op['ms']:.2f} ms ({op['calls']:g}x)" for op in found["top_host_ops"][:6])
+        if extra:
+            rows[f"profile {name}, compile s (the fast step's cache)"] = _compile(found)
+    return rows
+
+
+def _per_batch(found: dict) -> str:
+    """One row of bench/profile_batches.py's figures (pure)."""
+    text = f"{found['wall_ms']:.2f} ms wall"
+    if "device_ms" in found:
+        text += (f", GPU kernels {found['device_ms']:.2f} ms ({found['busy']:.0%} busy), {found['kernels']:g} launches,"
+                 f" {found['syncs']:g} host waits; host: operators {found['host_ops_ms']:.2f} ms,"
+                 f" CUDA runtime {found['cuda_runtime_ms']:.2f} ms")
+    else:
+        text += f"; host: operators {found['host_ops_ms']:.2f} ms"
+    return text
+
+
+STEPS = {"resume": resume, "tests": tests, "main": main_job, "fast": fast, "profile": profile, "models": models,
+         "cells": cells}
 
 
 def _seconds(run: dict, key: str = "epoch_seconds") -> str:
+    if "stopped" in run:
+        return _stopped(run)
     values = run.get(key) or []
     return ", ".join(f"{s:.2f}" for s in values) or "FAILED (see logs/)"
 
@@ -415,7 +475,7 @@ def write_table(check: Check, table: dict, seconds: float, left: list[str]) -> s
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.environ.get("OUT", "gpu-check"), help="results folder (default: $OUT)")
-    parser.add_argument("--steps", default="resume+tests,main,fast,models,cells",
+    parser.add_argument("--steps", default="resume+tests,main,fast,profile,models,cells",
                         help="comma-separated groups of " + ", ".join(STEPS) + "; a group's steps joined by + run at once")
     parser.add_argument("--tiny", action="store_true", help="tiny sizes on ml-100k (always without a GPU)")
     parser.add_argument("--data-path", default=None, help="the folder holding ml-1m/ (default $RECRUNNER_DATA_PATH)")

@@ -326,7 +326,8 @@ def test_fast_mode_composes_with_accumulation_the_lr_schedule_and_the_guard(work
     record = json.loads((result.run_dir / "metrics.json").read_text())
     assert record["provenance"]["fast"]["precision"] == "bf16" and not record["provenance"]["fast"]["compile"]
     log = (result.run_dir / "run.log").read_text()
-    assert "fast mode: bf16, eager (faster on cpu: " in log  # the fact that decided, and where it was measured
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    assert f"fast mode: bf16, eager (faster on {device}: " in log  # the fact that decided, and where it was measured
     assert "; fast_precision bf16 (auto would be fp32:" in log  # SASRec: bf16 asked for
     exact = run_experiment(Experiment("SASRec", "ml-100k", {**params, "fast": False}), workspace, console=False)
     losses = [[row["loss"] for row in read_history(run.run_dir / "history.jsonl")[1:]] for run in (exact, result)]

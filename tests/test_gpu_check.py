@@ -1,7 +1,9 @@
 """bench/gpu_check.py, the project's GPU check, in the mode CI can run: a CPU at tiny sizes. On a GPU
 the same script measures the main job at full size (BENCHMARKS.md: GPU check)."""
 
+import importlib.util
 import json
+import re
 import subprocess
 import sys
 
@@ -9,7 +11,7 @@ from .conftest import REPO
 
 
 def test_the_gpu_check_runs_on_a_cpu_at_tiny_sizes_and_every_promise_holds(tmp_path):
-    steps = "resume,main,fast,models,cells"  # `tests` is the suite's own business here
+    steps = "resume,main,fast,profile,models,cells"  # `tests` is the suite's own business here
     done = subprocess.run([sys.executable, "bench/gpu_check.py", "--out", str(tmp_path), "--steps", steps],
                           cwd=REPO, capture_output=True, text=True, timeout=900)
 
@@ -32,3 +34,49 @@ def test_the_gpu_check_runs_on_a_cpu_at_tiny_sizes_and_every_promise_holds(tmp_p
         whole, training = (table[f"{key}, s/epoch{what}"].split(", ") for what in ("", " training"))
         assert len(whole) == len(training) and all(0 < float(t) <= float(w) for t, w in zip(training, whole))
     assert (tmp_path / "gpu_check.md").read_text().startswith("# GPU check on CPU")
+    for mode in ("exact", "--fast"):  # bench/profile_batches.py: on a CPU, wall time and the operators
+        assert re.fullmatch(r"[\d.]+ ms wall; host: operators [\d.]+ ms", table[f"profile {mode}, per batch"])
+        assert "mm " in table[f"profile {mode}, top host ops"]
+        assert (tmp_path / "traces" / f"profile-{mode.strip('-')}.json.gz").stat().st_size > 0
+
+
+def _module(name):
+    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_run_the_budget_stopped_is_named_so_and_not_a_failure():
+    check = _module("gpu_check")
+    stopped, not_run, done = {"stopped": 41.6}, {"stopped": 0.0}, {"epoch_seconds": [1.0, 2.0], "test": {"ndcg@10": 0.1}}
+    assert check._seconds(stopped) == "STOPPED by the check's --budget after 42 s"
+    assert check._seconds(not_run) == "NOT RUN: the check's --budget ran out"
+    assert check._seconds(done) == "1.00, 2.00" and check._seconds({}) == "FAILED (see logs/)"
+    assert check._agree(done, stopped, "equal") == check._seconds(stopped)
+    assert check._agree(done, dict(done), "equal") == "equal"
+    assert check._agree(done, {"test": {"ndcg@10": 0.2}}, "equal").startswith("DIFFER")
+    assert check._compile(stopped) == check._seconds(stopped)
+
+
+class _Event:
+    def __init__(self, name, start, end, cuda=False, own=0.0):
+        self.name, self.self_cpu_time_total = name, own
+        self.device_type = type("Kind", (), {"name": "CUDA" if cuda else "CPU"})()
+        self.time_range = type("Range", (), {"start": start, "end": end})()
+
+
+def test_the_profile_window_and_its_figures_per_batch():
+    profile = _module("profile_batches")
+    assert profile.window(480, 30) == (160, 30) and profile.window(45, 30) == (15, 29) and profile.window(2, 30) == (1, 1)
+    assert profile.union_us([(0, 10), (5, 20), (30, 40), (32, 35)]) == 30  # overlaps once
+    events = [_Event("aten::mm", 0, 9, own=900.0), _Event("aten::mm", 10, 19, own=700.0),
+              _Event("aten::add", 20, 21, own=100.0), _Event("cudaLaunchKernel", 0, 1, own=50.0),
+              _Event("cudaLaunchKernel", 1, 2, own=50.0), _Event("cudaStreamSynchronize", 2, 3, own=400.0),
+              _Event("gemm", 100, 600, cuda=True), _Event("gemm", 500, 1100, cuda=True)]
+    found = profile.summary(events, batches=2, wall_s=0.004, gpu=True)
+    assert found["wall_ms"] == 2.0 and found["device_ms"] == 0.5 and found["busy"] == 0.25  # (1100-100) us / 2
+    assert (found["kernels"], found["syncs"], found["cuda_runtime_ms"]) == (1.0, 0.5, 0.25)
+    assert found["top_host_ops"][0] == {"op": "aten::mm", "ms": 0.8, "calls": 1.0} and found["host_ops_ms"] == 0.85
+    assert set(profile.summary(events, batches=2, wall_s=0.004, gpu=False)) == {
+        "batches", "wall_ms", "top_host_ops", "host_ops_ms"}  # a CPU: no kernels, no waits
