@@ -1,7 +1,7 @@
 """The project's GPU check: docs/runs.md's promises on the device at hand, in minutes, as one table.
 
     bash bench/gpu_check.sh WHEELS_DIR           # a GPU machine with torch but not RecBole (../shared/GPU.md)
-    python bench/gpu_check.py [--tiny] [--out DIR] [--steps resume+tests,main,fast,profile,models,cells] [--data-path DIR] [--budget S]
+    python bench/gpu_check.py [--tiny] [--out DIR] [--steps resume+tests,main,profile,fast,models,cells] [--data-path DIR] [--budget S]
 
 Steps, in order of importance, each time-boxed and written to OUT/steps/<step>.json as it ends (steps
 joined by "+" run at the same time: only steps that time nothing should share the machine):
@@ -14,13 +14,15 @@ joined by "+" run at the same time: only steps that time nothing should share th
           recrunner's exact mode: seconds per epoch (whole, and its training), GPU busy share, peak memory, test metrics equal;
           and exact mode with its batches built on the host (batches_on_device: false), as before, and
           with every batch's loss read before its backward (read_loss_every: 1), as RecBole does
+  profile where a batch's time goes (bench/profile_batches.py) in exact and fast mode: wall time,
+          GPU kernel time, kernels launched and host waits per batch, the operators with the most host
+          time
   fast    the main job with --fast, 3 epochs; on a GPU again with fast_cuda_graphs: true
   models  GRU4Rec, BPR and LightGCN at RecBole's sizes, 2 epochs exact, batches built on the GPU and
           on the host: seconds per epoch, test metrics equal
-  profile where a batch's time goes (bench/profile_batches.py) in exact and fast mode: wall time,
-          GPU kernel time, kernels launched and host waits per batch, the operators with the most host
-          time; fast mode's compile time with the compiler's cache the `fast` step left
   cells   4 seeds of the quick job at once on one GPU (--gpus 0,0,0,0 --workers 4) against one at a time
+Every compile time says whether the compiler's cache (the runs folder's, which all steps share) was
+empty: the first compiling step's is the cold compile, a later one's mostly reads the cache.
 Then one table: OUT/gpu_check.md (and .json), rewritten after every step, so a check cut short by
 --budget (seconds for the whole check: every process's timeout is cut to what is left, and a step
 with under 20 s left is skipped and says so, a process the budget stopped says so) still reports
@@ -258,11 +260,19 @@ def recorded(check: Check, sweep: str) -> dict:
             "fast_plan": _plan((record.get("provenance") or {}).get("fast"))}
 
 
-def _compile(run: dict) -> str:
+def _compile(run: dict, cache: str = "") -> str:
     seconds = run.get("compile_seconds")
     if "stopped" in run:
         return _stopped(run)
-    return "not compiled" if seconds is None and run.get("status") == "ok" else _s(seconds)
+    if seconds is None and run.get("status") == "ok":
+        return "not compiled"
+    return _s(seconds) + (f" ({cache})" if cache and seconds is not None else "")
+
+
+def _cache(check: Check) -> str:
+    """Whether the compiler's cache that every step's runs share holds anything yet (read before a run)."""
+    folder = check.out / "runs" / ".cache" / "compile"
+    return "from the cache of earlier runs" if folder.is_dir() and any(folder.iterdir()) else "cold: the cache was empty"
 
 
 def _agree(run: dict, other: dict, equal: str) -> str:
@@ -324,16 +334,18 @@ def main_job(check: Check) -> dict:
 
 def fast(check: Check) -> dict:
     extra = ["fast_compile=false", "fast_precision=bf16"] if check.tiny else []  # CI's CPU: no minute of compiling
+    cache = _cache(check)
     with Busy(check.gpu) as busy:
         check.recrunner(["--model", "SASRec", "--dataset", check.dataset, "--name", "main-fast", "--fast",
                          "--set", *[f"{k}={json.dumps(v)}" for k, v in check.job(3).items()], *extra], 420, "main-fast")
     run = recorded(check, "main-fast")
     rows = {"--fast, plan": run.get("fast_plan", ""), "--fast, s/epoch": _seconds(run),
             "--fast, s/epoch training": _seconds(run, "train_seconds"), "--fast, GPU busy": busy.text(),
-            "--fast, peak memory": _mb(run.get("peak_mb")), "--fast, compile s": _compile(run),
+            "--fast, peak memory": _mb(run.get("peak_mb")), "--fast, compile s": _compile(run, cache),
             "--fast, test ndcg@10": str(run.get("test", {}).get("ndcg@10"))}
     if not check.gpu:  # CUDA graphs exist on a GPU only
         return rows
+    cache = _cache(check)
     with Busy(check.gpu) as graphs_busy:
         check.recrunner(["--model", "SASRec", "--dataset", check.dataset, "--name", "main-fast-graphs", "--fast",
                          "--set", *[f"{k}={json.dumps(v)}" for k, v in {**check.job(3), "fast_cuda_graphs": True}.items()]],
@@ -341,7 +353,7 @@ def fast(check: Check) -> dict:
     graphs = recorded(check, "main-fast-graphs")
     return {**rows, "--fast with CUDA graphs, s/epoch": _seconds(graphs),
             "--fast with CUDA graphs, s/epoch training": _seconds(graphs, "train_seconds"), "--fast with CUDA graphs, GPU busy": graphs_busy.text(),
-            "--fast with CUDA graphs, compile s": _compile(graphs),
+            "--fast with CUDA graphs, compile s": _compile(graphs, cache),
             "--fast with CUDA graphs, test ndcg@10": str(graphs.get("test", {}).get("ndcg@10"))}
 
 
@@ -385,12 +397,12 @@ def cells(check: Check) -> dict:
 
 
 def profile(check: Check) -> dict:
-    """bench/profile_batches.py on the main job, exact and --fast (after the `fast` step: its compiler
-    cache in the same runs folder), a window of epoch 1's batches; its trace into traces/."""
+    """bench/profile_batches.py on the main job, exact and --fast, a window of epoch 1's batches; its
+    trace into traces/."""
     rows = {}
     tiny_fast = {"fast_compile": False, "fast_precision": "bf16"} if check.tiny else {}
     for name, extra in (("exact", {}), ("--fast", {"fast": True, **tiny_fast})):
-        log = f"profile-{name.strip('-')}"
+        log, cache = f"profile-{name.strip('-')}", _cache(check)
         (check.out / "traces").mkdir(exist_ok=True)
         code, found = check.python(
             ["bench/profile_batches.py", "--model", "SASRec", "--dataset", check.dataset, "--data-path", str(check.data),
@@ -406,7 +418,7 @@ def profile(check: Check) -> dict:
         rows[f"profile {name}, top host ops"] = ", ".join(
             f"{op['op'][6:]} {op['ms']:.2f} ms ({op['calls']:g}x)" for op in found["top_host_ops"][:6])
         if extra:
-            rows[f"profile {name}, compile s (the fast step's cache)"] = _compile(found)
+            rows[f"profile {name}, compile s"] = _compile(found, cache)
     return rows
 
 
@@ -475,7 +487,7 @@ def write_table(check: Check, table: dict, seconds: float, left: list[str]) -> s
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.environ.get("OUT", "gpu-check"), help="results folder (default: $OUT)")
-    parser.add_argument("--steps", default="resume+tests,main,fast,profile,models,cells",
+    parser.add_argument("--steps", default="resume+tests,main,profile,fast,models,cells",
                         help="comma-separated groups of " + ", ".join(STEPS) + "; a group's steps joined by + run at once")
     parser.add_argument("--tiny", action="store_true", help="tiny sizes on ml-100k (always without a GPU)")
     parser.add_argument("--data-path", default=None, help="the folder holding ml-1m/ (default $RECRUNNER_DATA_PATH)")

@@ -11,7 +11,7 @@ from .conftest import REPO
 
 
 def test_the_gpu_check_runs_on_a_cpu_at_tiny_sizes_and_every_promise_holds(tmp_path):
-    steps = "resume,main,fast,profile,models,cells"  # `tests` is the suite's own business here
+    steps = "resume,main,profile,fast,models,cells"  # `tests` is the suite's own business here
     done = subprocess.run([sys.executable, "bench/gpu_check.py", "--out", str(tmp_path), "--steps", steps],
                           cwd=REPO, capture_output=True, text=True, timeout=900)
 
@@ -57,6 +57,9 @@ def test_a_run_the_budget_stopped_is_named_so_and_not_a_failure():
     assert check._agree(done, dict(done), "equal") == "equal"
     assert check._agree(done, {"test": {"ndcg@10": 0.2}}, "equal").startswith("DIFFER")
     assert check._compile(stopped) == check._seconds(stopped)
+    assert check._compile({"status": "ok", "compile_seconds": 89.6}, "cold: the cache was empty") == \
+        "90 s (cold: the cache was empty)"
+    assert check._compile({"status": "ok", "compile_seconds": None}, "cold: the cache was empty") == "not compiled"
 
 
 class _Event:
