@@ -7,6 +7,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from .conftest import REPO
 
 
@@ -83,3 +85,13 @@ def test_the_profile_window_and_its_figures_per_batch():
     assert found["top_host_ops"][0] == {"op": "aten::mm", "ms": 0.8, "calls": 1.0} and found["host_ops_ms"] == 0.85
     assert set(profile.summary(events, batches=2, wall_s=0.004, gpu=False)) == {
         "batches", "wall_ms", "top_host_ops", "host_ops_ms"}  # a CPU: no kernels, no waits
+
+
+def test_the_profile_script_refuses_bad_input_in_one_line(capsys, tmp_path):
+    profile = _module("profile_batches")
+    with pytest.raises(SystemExit) as stopped:
+        profile.main(["--batches", "0"])
+    assert stopped.value.code == 2
+    assert profile.main(["--model", "NoSuch", "--dataset", "ml-100k", "--output", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(
+        "profile_batches: error: unknown model 'NoSuch'. Available: ")
