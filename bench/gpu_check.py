@@ -151,6 +151,10 @@ class Check:
         except ValueError:
             return done.returncode, None
 
+    def cut(self, log: str) -> dict:
+        """{"stopped": seconds} where the check's budget stopped (or never started) the process of `log`, else {}."""
+        return {"stopped": self.stopped[log]} if log in self.stopped else {}
+
     def recrunner(self, args, timeout, log):
         return self.python(["-m", "recrunner", "--data-path", str(self.data), "--output", str(self.out / "runs"),
                             "--quiet", *args], timeout, log=log)[0]
@@ -245,8 +249,8 @@ class Busy:
 
 
 def recorded(check: Check, sweep: str) -> dict:
-    if sweep in check.stopped:
-        return {"stopped": check.stopped[sweep]}
+    if check.cut(sweep):
+        return check.cut(sweep)
     metrics = next((check.out / "runs" / sweep).rglob("metrics.json"), None)
     if metrics is None:
         return {}
@@ -315,7 +319,7 @@ def main_job(check: Check) -> dict:
                          "--set", *[f"{k}={json.dumps(v)}" for k, v in {**check.job(2), "read_loss_every": 1}.items()]],
                         300, "main-each-loss")
     each = recorded(check, "main-each-loss")
-    plain = plain or ({"stopped": check.stopped["main-plain"]} if "main-plain" in check.stopped else {})
+    plain = plain or check.cut("main-plain")
     return {"plain RecBole, s/epoch": _seconds(plain), "plain RecBole, s/epoch training": _seconds(plain, "train_seconds"),
             "plain RecBole, GPU busy": plain_busy.text(),
             "plain RecBole, peak allocated": _mb(plain.get("peak_mb")),
@@ -408,8 +412,8 @@ def profile(check: Check) -> dict:
             ["bench/profile_batches.py", "--model", "SASRec", "--dataset", check.dataset, "--data-path", str(check.data),
              "--output", str(check.out / "runs"), "--trace", str(check.out / "traces" / f"{log}.json.gz"),
              "--set", *[f"{k}={json.dumps(v)}" for k, v in {**check.job(2), **extra}.items()]], 300, log=log)
-        if log in check.stopped:
-            rows[f"profile {name}, per batch"] = _stopped({"stopped": check.stopped[log]})
+        if check.cut(log):
+            rows[f"profile {name}, per batch"] = _stopped(check.cut(log))
             continue
         if code != 0 or not found or "wall_ms" not in found:
             rows[f"profile {name}, per batch"] = "FAILED (see logs/)"

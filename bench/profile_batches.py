@@ -138,17 +138,15 @@ def main(argv=None) -> int:
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="run parameters (values as YAML)")
     parser.add_argument("--trace", default=None, help="write the window's trace here (.json.gz)")
     args = parser.parse_args(argv)
-    if args.batches < 1 or any("=" not in item for item in args.set):
-        parser.error("--batches takes a whole number >= 1 and --set KEY=VALUE pairs")
-    import yaml
-
+    if args.batches < 1:
+        parser.error("--batches takes a whole number >= 1")
+    from recrunner.config.params import parse_set_options
     from recrunner.core.errors import RecrunnerError
 
-    params = {key: yaml.safe_load(value) for key, value in (item.split("=", 1) for item in args.set)}
     try:
-        found = profiled_run(args.model, args.dataset, params, Path(args.data_path), Path(args.output),
-                             args.batches, Path(args.trace) if args.trace else None)
-    except RecrunnerError as exc:  # an unknown model or dataset, a bad parameter: one line
+        found = profiled_run(args.model, args.dataset, parse_set_options(args.set), Path(args.data_path),
+                             Path(args.output), args.batches, Path(args.trace) if args.trace else None)
+    except RecrunnerError as exc:  # a malformed --set, an unknown model or dataset, a bad parameter: one line
         print(f"profile_batches: error: {exc}", file=sys.stderr)
         return 2
     if found["status"] == "ok" and "wall_ms" not in found:
