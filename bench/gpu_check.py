@@ -1,7 +1,7 @@
 """The project's GPU check: docs/runs.md's promises on the device at hand, in minutes, as one table.
 
     bash bench/gpu_check.sh WHEELS_DIR           # a GPU machine with torch but not RecBole (../shared/GPU.md)
-    python bench/gpu_check.py [--tiny] [--out DIR] [--steps resume+tests,main,profile,fast,models,cells] [--data-path DIR] [--budget S]
+    python bench/gpu_check.py [--tiny] [--out DIR] [--steps resume+tests,fast,profile,main,graphs,models,cells] [--data-path DIR] [--budget S]
 
 Steps, in order of importance, each time-boxed and written to OUT/steps/<step>.json as it ends (steps
 joined by "+" run at the same time: only steps that time nothing should share the machine):
@@ -10,16 +10,21 @@ joined by "+" run at the same time: only steps that time nothing should share th
           loss (history.jsonl) and every user's test metrics (test_per_user.npz) compared
   tests   the tests that touch devices (resume, equivalence, fast, steps, checkpoints, interrupts,
           devices) with the device visible
+  fast    the main job with --fast, 3 epochs; on a GPU again with its step recorded as CUDA graphs
+          (cuda_graph_step: true), and with torch.compile's (fast_cuda_graphs: true)
+  profile where a batch's time goes (bench/profile_batches.py) in exact and fast mode (on a GPU also
+          with its step recorded as CUDA graphs): wall time,
+          GPU kernel time, kernels launched and host waits per batch, the operators with the most host
+          time
   main    the main job (SASRec at RecBole's full size on ml-1m), 2 epochs: plain RecBole against
           recrunner's exact mode: seconds per epoch (whole, and its training), GPU busy share, peak memory, test metrics equal;
           and exact mode with its batches built on the host (batches_on_device: false), as before, and
           with every batch's loss read before its backward (read_loss_every: 1), as RecBole does
-  profile where a batch's time goes (bench/profile_batches.py) in exact and fast mode: wall time,
-          GPU kernel time, kernels launched and host waits per batch, the operators with the most host
-          time
-  fast    the main job with --fast, 3 epochs; on a GPU again with fast_cuda_graphs: true
+  graphs  the main job, 2 epochs exact, its training step eager and replayed from CUDA graphs
+          (cuda_graph_step: true): seconds per epoch, GPU busy share, test metrics equal (on a CPU: not run)
   models  GRU4Rec, BPR and LightGCN at RecBole's sizes, 2 epochs exact, batches built on the GPU and
-          on the host: seconds per epoch, test metrics equal
+          on the host (GRU4Rec and BPR also with their step from CUDA graphs): seconds per epoch, test
+          metrics equal
   cells   4 seeds of the quick job at once on one GPU (--gpus 0,0,0,0 --workers 4) against one at a time
 Every compile time says whether the compiler's cache (the runs folder's, which all steps share) was
 empty: the first compiling step's is the cold compile, a later one's mostly reads the cache.
@@ -46,7 +51,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 DEVICE_TESTS = ["tests/test_resume.py", "tests/test_equivalence.py", "tests/test_fast.py", "tests/test_steps.py",
                 "tests/test_checkpoint.py", "tests/test_interrupts.py", "tests/test_devices.py",
-                "tests/test_placement.py"]
+                "tests/test_placement.py", "tests/test_graph_step.py"]
 TINY = {"hidden_size": 16, "inner_size": 32, "n_layers": 1, "n_heads": 1, "MAX_ITEM_LIST_LENGTH": 10,
         "user_inter_num_interval": "[10,60]"}
 QUICK = {"hidden_size": 32, "inner_size": 64, "n_layers": 1, "n_heads": 1, "MAX_ITEM_LIST_LENGTH": 20}  # configs/quick.yaml
@@ -261,7 +266,13 @@ def recorded(check: Check, sweep: str) -> dict:
             "train_seconds": [line["train_seconds"] for line in epochs if "train_seconds" in line],
             "test": record.get("test") or {}, "peak_mb": (record.get("device") or {}).get("peak_memory_mb"),
             "status": record["status"], "compile_seconds": record.get("compile_seconds"),
-            "fast_plan": _plan((record.get("provenance") or {}).get("fast"))}
+            "fast_plan": _plan((record.get("provenance") or {}).get("fast")),
+            "graphs": [line.split("cuda_graph_step: ", 1)[1] for line in _log(metrics.parent) if "cuda_graph_step: " in line]}
+
+
+def _log(run_dir: Path) -> list[str]:
+    log = run_dir / "run.log"
+    return log.read_text().splitlines() if log.is_file() else []
 
 
 def _compile(run: dict, cache: str = "") -> str:
@@ -336,6 +347,29 @@ def main_job(check: Check) -> dict:
             "exact, each loss read, test metrics": _agree(each, exact, "equal to losses read in groups")}
 
 
+def graph_step(check: Check) -> dict:
+    """Exact mode's training step replayed from CUDA graphs (loop/graphs.py) against the eager step, on
+    the main job, one run after the other."""
+    if not check.gpu:
+        return {"exact, step from CUDA graphs": "not run: CUDA graphs need a GPU (tests/test_graph_step.py covers the CPU)"}
+    runs, busy = {}, {}
+    for name, extra in (("eager", {}), ("graphed", {"cuda_graph_step": True})):
+        with Busy(check.gpu) as busy[name]:
+            check.recrunner(["--model", "SASRec", "--dataset", check.dataset, "--name", f"graphs-{name}",
+                             "--set", *[f"{k}={json.dumps(v)}" for k, v in {**check.job(2), **extra}.items()]],
+                            300, f"graphs-{name}")
+        runs[name] = recorded(check, f"graphs-{name}")
+    eager, graphed = runs["eager"], runs["graphed"]
+    return {"exact, eager step, s/epoch": _seconds(eager), "exact, eager step, s/epoch training": _seconds(eager, "train_seconds"),
+            "exact, eager step, GPU busy": busy["eager"].text(),
+            "exact, step from CUDA graphs, s/epoch": _seconds(graphed),
+            "exact, step from CUDA graphs, s/epoch training": _seconds(graphed, "train_seconds"),
+            "exact, step from CUDA graphs, GPU busy": busy["graphed"].text(),
+            "exact, step from CUDA graphs, peak memory": _mb(graphed.get("peak_mb")),
+            "exact, step from CUDA graphs, test metrics": _agree(graphed, eager, "equal to the eager step's"),
+            "exact, step from CUDA graphs, its log": "; ".join(graphed.get("graphs") or []) or "no cuda_graph_step line"}
+
+
 def fast(check: Check) -> dict:
     extra = ["fast_compile=false", "fast_precision=bf16"] if check.tiny else []  # CI's CPU: no minute of compiling
     cache = _cache(check)
@@ -349,6 +383,18 @@ def fast(check: Check) -> dict:
             "--fast, test ndcg@10": str(run.get("test", {}).get("ndcg@10"))}
     if not check.gpu:  # CUDA graphs exist on a GPU only
         return rows
+    cache = _cache(check)  # the compiled loss recorded by cuda_graph_step (loop/graphs.py), the cache filled above
+    with Busy(check.gpu) as step_busy:
+        check.recrunner(["--model", "SASRec", "--dataset", check.dataset, "--name", "main-fast-step-graphs", "--fast",
+                         "--set", *[f"{k}={json.dumps(v)}" for k, v in {**check.job(3), "cuda_graph_step": True}.items()],
+                         *extra], 420, "main-fast-step-graphs")
+    step = recorded(check, "main-fast-step-graphs")
+    rows.update({"--fast, step from CUDA graphs, s/epoch": _seconds(step),
+                 "--fast, step from CUDA graphs, s/epoch training": _seconds(step, "train_seconds"),
+                 "--fast, step from CUDA graphs, GPU busy": step_busy.text(),
+                 "--fast, step from CUDA graphs, compile s": _compile(step, cache),
+                 "--fast, step from CUDA graphs, test metrics": _agree(step, run, "equal to --fast's"),
+                 "--fast, step from CUDA graphs, its log": "; ".join(step.get("graphs") or []) or "no cuda_graph_step line"})
     cache = _cache(check)
     with Busy(check.gpu) as graphs_busy:
         check.recrunner(["--model", "SASRec", "--dataset", check.dataset, "--name", "main-fast-graphs", "--fast",
@@ -363,6 +409,7 @@ def fast(check: Check) -> dict:
 
 MODELS = {"GRU4Rec": {"embedding_size": 8, "hidden_size": 8, "MAX_ITEM_LIST_LENGTH": 10},  # issue 46: their exact
           "BPR": {"embedding_size": 8}, "LightGCN": {"embedding_size": 8, "n_layers": 1}}  # epochs; tiny sizes
+GRAPHED = ("GRU4Rec", "BPR")  # on a GPU also with cuda_graph_step (LightGCN's loss sets attributes: never graphed)
 
 
 def models(check: Check) -> dict:
@@ -372,8 +419,11 @@ def models(check: Check) -> dict:
     for model, tiny in MODELS.items():
         params = {"epochs": 2, "stopping_step": 100} if not check.tiny else {**tiny, "epochs": 1}
         found = {}
-        for where, extra in (("device", {}), ("host", {"batches_on_device": False}))[:2 if check.gpu else 1]:
-            name = f"models-{model}-{where}"
+        paths = (("device", {}), ("host", {"batches_on_device": False}))[:2 if check.gpu else 1]
+        if check.gpu and model in GRAPHED:
+            paths += (("device, step from CUDA graphs", {"cuda_graph_step": True}),)
+        for where, extra in paths:
+            name = f"models-{model}-{where.split(',')[0]}{'-graphs' if extra.get('cuda_graph_step') else ''}"
             check.recrunner(["--model", model, "--dataset", check.dataset, "--name", name,
                              "--set", *[f"{k}={json.dumps(v)}" for k, v in {**params, **extra}.items()]], 240, name)
             found[where] = recorded(check, name)
@@ -381,6 +431,9 @@ def models(check: Check) -> dict:
             rows[f"{model}, batches built on the {where}, s/epoch training"] = _seconds(found[where], "train_seconds")
         if "host" in found:
             rows[f"{model}, test metrics"] = _agree(found["device"], found["host"], "equal on both paths")
+        if "device, step from CUDA graphs" in found:
+            rows[f"{model}, step from CUDA graphs, test metrics"] = _agree(
+                found["device, step from CUDA graphs"], found["device"], "equal to the eager step's")
     return rows
 
 
@@ -401,16 +454,19 @@ def cells(check: Check) -> dict:
 
 
 def profile(check: Check) -> dict:
-    """bench/profile_batches.py on the main job, exact and --fast, a window of epoch 1's batches; its
+    """bench/profile_batches.py on the main job, exact and --fast (on a GPU also with its step graphed), a window of epoch 1's batches; its
     trace into traces/."""
     rows = {}
     tiny_fast = {"fast_compile": False, "fast_precision": "bf16"} if check.tiny else {}
-    for name, extra in (("exact", {}), ("--fast", {"fast": True, **tiny_fast})):
-        log, cache = f"profile-{name.strip('-')}", _cache(check)
+    graphed = (("--fast, step from CUDA graphs", "profile-fast-graphs", {"fast": True, "cuda_graph_step": True}),) \
+        if check.gpu else ()  # exact mode's graphed step: its kernels alone take 8.4 of its 9.2 ms (the H200)
+    for name, log, extra in (("exact", "profile-exact", {}), ("--fast", "profile-fast", {"fast": True, **tiny_fast}),
+                             *graphed):
+        cache = _cache(check)
         (check.out / "traces").mkdir(exist_ok=True)
-        code, found = check.python(
+        code, found = check.python(  # each its own sweep: cuda_graph_step is not part of a run's identity
             ["bench/profile_batches.py", "--model", "SASRec", "--dataset", check.dataset, "--data-path", str(check.data),
-             "--output", str(check.out / "runs"), "--trace", str(check.out / "traces" / f"{log}.json.gz"),
+             "--output", str(check.out / "runs"), "--name", log, "--trace", str(check.out / "traces" / f"{log}.json.gz"),
              "--set", *[f"{k}={json.dumps(v)}" for k, v in {**check.job(2), **extra}.items()]], 300, log=log)
         if check.cut(log):
             rows[f"profile {name}, per batch"] = _stopped(check.cut(log))
@@ -421,7 +477,7 @@ def profile(check: Check) -> dict:
         rows[f"profile {name}, per batch"] = _per_batch(found)
         rows[f"profile {name}, top host ops"] = ", ".join(
             f"{op['op'][6:]} {op['ms']:.2f} ms ({op['calls']:g}x)" for op in found["top_host_ops"][:6])
-        if extra:
+        if extra.get("fast"):
             rows[f"profile {name}, compile s"] = _compile(found, cache)
     return rows
 
@@ -438,7 +494,7 @@ def _per_batch(found: dict) -> str:
     return text
 
 
-STEPS = {"resume": resume, "tests": tests, "main": main_job, "fast": fast, "profile": profile, "models": models,
+STEPS = {"resume": resume, "tests": tests, "main": main_job, "graphs": graph_step, "fast": fast, "profile": profile, "models": models,
          "cells": cells}
 
 
@@ -491,7 +547,7 @@ def write_table(check: Check, table: dict, seconds: float, left: list[str]) -> s
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.environ.get("OUT", "gpu-check"), help="results folder (default: $OUT)")
-    parser.add_argument("--steps", default="resume+tests,main,profile,fast,models,cells",
+    parser.add_argument("--steps", default="resume+tests,fast,profile,main,graphs,models,cells",
                         help="comma-separated groups of " + ", ".join(STEPS) + "; a group's steps joined by + run at once")
     parser.add_argument("--tiny", action="store_true", help="tiny sizes on ml-100k (always without a GPU)")
     parser.add_argument("--data-path", default=None, help="the folder holding ml-1m/ (default $RECRUNNER_DATA_PATH)")

@@ -328,7 +328,8 @@ def test_fast_mode_composes_with_accumulation_the_lr_schedule_and_the_guard(work
     log = (result.run_dir / "run.log").read_text()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     assert f"fast mode: bf16, eager (faster on {device}: " in log  # the fact that decided, and where it was measured
-    assert "; fast_precision bf16 (auto would be fp32:" in log  # SASRec: bf16 asked for
+    asked = "; fast_precision bf16 (auto would be fp32:" in log  # bf16 asked for where auto picks fp32 for SASRec:
+    assert asked == (device == "cpu")  # a CPU's facts; on a GPU auto picks bf16 itself (failed on the H200)
     exact = run_experiment(Experiment("SASRec", "ml-100k", {**params, "fast": False}), workspace, console=False)
     losses = [[row["loss"] for row in read_history(run.run_dir / "history.jsonl")[1:]] for run in (exact, result)]
     assert losses[0] != losses[1]  # trained in bf16: fast mode is not exact mode

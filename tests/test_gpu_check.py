@@ -65,8 +65,8 @@ def test_a_run_the_budget_stopped_is_named_so_and_not_a_failure():
 
 
 class _Event:
-    def __init__(self, name, start, end, cuda=False, own=0.0):
-        self.name, self.self_cpu_time_total = name, own
+    def __init__(self, name, start, end, cuda=False, own=0.0, annotation=False):
+        self.name, self.self_cpu_time_total, self.is_user_annotation = name, own, annotation
         self.device_type = type("Kind", (), {"name": "CUDA" if cuda else "CPU"})()
         self.time_range = type("Range", (), {"start": start, "end": end})()
 
@@ -78,7 +78,8 @@ def test_the_profile_window_and_its_figures_per_batch():
     events = [_Event("aten::mm", 0, 9, own=900.0), _Event("aten::mm", 10, 19, own=700.0),
               _Event("aten::add", 20, 21, own=100.0), _Event("cudaLaunchKernel", 0, 1, own=50.0),
               _Event("cudaLaunchKernel", 1, 2, own=50.0), _Event("cudaStreamSynchronize", 2, 3, own=400.0),
-              _Event("gemm", 100, 600, cuda=True), _Event("gemm", 500, 1100, cuda=True)]
+              _Event("gemm", 100, 600, cuda=True), _Event("gemm", 500, 1100, cuda=True),
+              _Event("Optimizer.step#Adam.step", 1100, 2000, cuda=True, annotation=True)]  # a range, not work
     found = profile.summary(events, batches=2, wall_s=0.004, gpu=True)
     assert found["wall_ms"] == 2.0 and found["device_ms"] == 0.5 and found["busy"] == 0.25  # (1100-100) us / 2
     assert (found["kernels"], found["syncs"], found["cuda_runtime_ms"]) == (1.0, 0.5, 0.25)

@@ -9,6 +9,8 @@
 | `losses.item()` and `_check_nan(loss)` every batch: the  | the loss stays on the device until read with   |
 | host waits for the GPU's forward pass before it can      | others (`read_loss_every`, loop/losses.py):    |
 | queue the backward                                       | every batch on a CPU, every 32 on a GPU        |
+| `loss_func` or `model.calculate_loss`                    | the same, replayed from CUDA graphs under      |
+|                                                          | `cuda_graph_step: true` (loop/graphs.py)       |
 | `scaler.scale(loss + sync_loss)` (0 outside its own DDP) | `scaler.scale(loss)`: the same gradient        |
 | `train_data.sampler.set_epoch` for its own DDP           | never needed: recrunner's data-parallel runs   |
 |                                                          | are its own (`single_spec` stays True)         |
@@ -31,7 +33,7 @@ def train_epoch(trainer, train_data, epoch_idx, loss_func=None, show_progress=Fa
     from recbole.utils import get_gpu_usage, set_color
 
     trainer.model.train()
-    loss_func = loss_func or trainer.model.calculate_loss
+    loss_func = loss_func or trainer.graph_loss or trainer.model.calculate_loss  # graph_loss: loop/graphs.py
     steps = trainer.steps
     batches = train_data
     if show_progress:

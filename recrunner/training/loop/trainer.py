@@ -9,9 +9,10 @@ events, and the hparams row in the run's own event file.
 TrainingState last.pth saves whole), `steps` (step schedules and the epoch's progress:
 loop/steps.py), `checkpoints` (checkpoints/checkpointer.py), `optimizer` (the one optimizer step:
 loop/optimizer.py), `world` (a data-parallel run's processes: distributed/), `fast` (fast mode's
-plan). Behaviour beyond the loop lives in callbacks (recrunner.training.callbacks): early stopping,
-the non-finite guard, the progress bar, the LR schedule, the history file, trackers. The trainer
-tracks the best epoch (by `valid_metric`, as RecBole) and carries out what callbacks request.
+plan), `graph_loss` (the loss replayed from CUDA graphs: loop/graphs.py). Behaviour beyond the
+loop lives in callbacks (recrunner.training.callbacks): early stopping, the non-finite guard, the
+progress bar, the LR schedule, the history file, trackers. The trainer tracks the best epoch (by
+`valid_metric`, as RecBole) and carries out what callbacks request.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from ..distributed import processes
 from ..fast.apply import go_fast
 from ..logging.tensorboard import RunWriter, default_hparams
 from . import device, output, validation
+from .graphs import graphed_loss
 from .context import FitCall
 from .epoch import train_epoch
 from .evaluation import split_when_out_of_memory
@@ -81,6 +83,7 @@ class CustomTrainer(Trainer):
             average=self.world.average_gradients if self.world is not None else None)
         if isinstance(self.optimizer, OptimizerStep):
             self.clip_grad_norm = None  # the step clips the mean gradient once, not RecBole's loop each batch
+        self.graph_loss = graphed_loss(self)  # cuda_graph_step: the loss replayed from CUDA graphs (loop/graphs.py)
 
     def _init_loop_state(self, config, callbacks, hparams, run_dir=None):
         """What recrunner's loop keeps beside RecBole's trainer attributes (also families/trees.py)."""
@@ -95,6 +98,7 @@ class CustomTrainer(Trainer):
         self.batches_per_epoch = self.steps_per_epoch = None  # known once fit sees the data
         self.call, self.test_per_user, self._generators = FitCall(), {}, {}
         self.fast, self.grad_scaler, self.world = None, None, None  # go_fast and processes.join set them
+        self.graph_loss = None  # the training loss replayed from CUDA graphs (loop/graphs.py), or None: eager
 
     # ------------------------------------------------------------------ the loop
     def fit(self, train_data, valid_data=None, verbose=True, saved=True, show_progress=False, callback_fn=None):
