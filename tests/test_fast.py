@@ -46,7 +46,7 @@ def test_explicit_settings_win_and_bad_ones_are_refused():
 def test_on_a_cpu_auto_accelerates_only_the_models_measured_faster():
     neumf = choose(native_bf16=True, model="NeuMF")  # compiled it was 0.64x as fast on this CPU
     assert neumf.changes_nothing and "measured faster" in neumf.reason and "fast_compile: true" in neumf.reason
-    assert neumf.describe().startswith("fast mode: exact (NeuMF runs exactly: on a CPU")  # the run's log line
+    assert neumf.describe().startswith("fast mode: loss and scores exact (NeuMF runs exactly: on a CPU")  # the run's log line
     assert choose(compile=True, native_bf16=True, model="NeuMF").compile  # asked for: tried anyway
     assert choose(precision="bf16", native_bf16=True, model="NeuMF").precision == "bf16"
     assert choose(device_type="cuda", native_bf16=True, model="NeuMF").compile  # a GPU: the device's rules

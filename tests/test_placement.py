@@ -72,6 +72,42 @@ def test_an_evaluation_of_one_user_a_batch_is_named_with_what_to_do():
     assert ML_1M_LINE in (REPO / "docs" / "runs.md").read_text()
 
 
+def test_fast_mode_widens_only_a_full_sort_of_users_that_has_too_few():
+    from recbole.model.context_aware_recommender import DeepFM
+    from recbole.model.general_recommender import BPR, NeuMF
+    from recbole.utils import ModelType
+
+    from recrunner.training.fast.plan import FAST_EVAL_USERS, evaluation_users, own_full_sort
+
+    assert evaluation_users(True, True) == FAST_EVAL_USERS == 256
+    assert evaluation_users(False, True) is None and evaluation_users(True, False) is None  # exact mode never
+    assert own_full_sort(BPR) and not own_full_sort(NeuMF) and not own_full_sort(DeepFM)  # scored row by row
+    full = {"eval_batch_size": 4096, "MODEL_TYPE": ModelType.GENERAL, "eval_args": {"mode": {"valid": "full", "test": "full"}}}
+    size, line = placement.wider_full_sort(full, 3417, 256)  # BPR on ml-1m: one user a batch
+    assert size == 256 * 3417 and line == (
+        "fast mode: full-sort evaluation in batches of 256 users (1 a batch at eval_batch_size 4096, 3417 items); "
+        "scores of several users in one product can differ in the last bits (docs/runs.md: Evaluation batches)")
+    assert placement.wider_full_sort(full, 3417, None) is None
+    assert placement.wider_full_sort({**full, "eval_batch_size": 4096000}, 3417, 256) is None  # 1198 users already
+    assert placement.wider_full_sort({**full, "MODEL_TYPE": ModelType.SEQUENTIAL}, 3417, 256) is None  # batches users
+    assert placement.wider_full_sort({**full, "eval_args": {"mode": {"valid": "full", "test": "uni100"}}}, 3417,
+                                     256) is None  # a sampled evaluation's eval_batch_size counts its rows
+    assert placement.wider_full_sort({**full, "eval_args": {"mode": "full"}}, 3417, 256)[0] == 256 * 3417
+
+
+def test_a_fast_run_of_a_general_model_validates_in_wide_batches_with_the_same_metrics(workspace, tmp_path):
+    from recrunner import Workspace, run_experiment
+
+    params = {**TINY_BPR, "epochs": 1, "eval_batch_size": 1683}  # ml-100k [10,60]: one user a batch
+    exact = run_experiment(Experiment("BPR", "ml-100k", params), workspace, console=False)
+    other = Workspace(tmp_path / "fast", workspace.data_path, workspace.config_dir)
+    fast = run_experiment(Experiment("BPR", "ml-100k", {**params, "fast": True}), other, console=False)
+    log = (fast.run_dir / "run.log").read_text()
+    assert "fast mode: full-sort evaluation in batches of 256 users (1 a batch at eval_batch_size 1683" in log
+    assert "full-sort evaluation in batches" not in (exact.run_dir / "run.log").read_text()  # exact mode: never
+    assert fast.test == pytest.approx(exact.test, abs=2e-4) and fast.best_valid == pytest.approx(exact.best_valid, abs=2e-4)
+
+
 def test_host_only_names_what_needs_the_host():
     config = {"worker": 0, "transform": None}
     assert placement.host_only(config, [None]) is None

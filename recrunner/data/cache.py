@@ -46,7 +46,7 @@ from ..seams.loaders import batch_loaders, vectorise_loaders
 from . import entry
 from .compact import describe, rebuild
 from .describe import check_split, too_little
-from .placement import place_tables, small_evaluation_batches
+from .placement import place_tables, small_evaluation_batches, wider_full_sort
 
 logger = logging.getLogger("recrunner")
 
@@ -54,12 +54,14 @@ SUFFIX = ".entry"
 _EXTERNAL = 256  # arrays and tensors with at least this many elements are stored raw, outside the pickle
 
 
-def load_data(config, cache_dir: Path | None):
-    """(train, valid, test) dataloaders, as `data_preparation(config, create_dataset(config))`."""
+def load_data(config, cache_dir: Path | None, full_sort_users: int | None = None):
+    """(train, valid, test) dataloaders, as `data_preparation(config, create_dataset(config))`;
+    `full_sort_users`: at least this many users a batch in a general model's full-sort evaluation
+    (fast mode's, recrunner.training.fast.plan.evaluation_users)."""
     if cache_dir is None:
         dataset = _dataset(config)
         built, _ = _split(config, dataset)
-        return _prepared(config, reuse_built(config, dataset, built))
+        return _prepared(config, reuse_built(config, dataset, built), full_sort_users)
     path = entry_path(Path(cache_dir), config)
     path.parent.mkdir(parents=True, exist_ok=True)
     with file_lock(path.with_suffix(".lock")):
@@ -76,7 +78,7 @@ def load_data(config, cache_dir: Path | None):
             os.utime(path)  # last used: what `recrunner cache prune --unused-days` goes by
             logger.info(f"data cache: reusing {path.name} (the dataset and its split)")
     dataset, built = found
-    return _prepared(config, reuse_built(config, dataset, built))
+    return _prepared(config, reuse_built(config, dataset, built), full_sort_users)
 
 
 def entry_path(cache_dir: Path, config) -> Path:
@@ -103,10 +105,14 @@ def _dataset(config):
     return dataset
 
 
-def _prepared(config, dataset):
+def _prepared(config, dataset, full_sort_users: int | None = None):
     """The dataloaders; RecBole's complaints about the data as one line."""
     from recbole.data import data_preparation
 
+    wider = wider_full_sort(config, dataset.item_num, full_sort_users)
+    if wider is not None:
+        config["eval_batch_size"], line = wider
+        logger.info(line)
     with _data_errors(config):
         loaders = data_preparation(config, dataset)
     # RecBole's batches and negatives, built as arrays (seams/loaders.py), on the run's device (placement.py)

@@ -116,6 +116,30 @@ def small_evaluation_batches(config, loaders) -> str | None:
     return None
 
 
+def wider_full_sort(config, items: int, users: int | None) -> tuple[int, str] | None:
+    """The eval_batch_size that gives a general model's full-sort evaluation batches of at least
+    `users` users, and the line that says so; None where it has them already, where `users` is None,
+    or where the evaluation is not a full sort of users (a sequential model's batches its users
+    already; a sampled evaluation's eval_batch_size counts candidate rows) (pure over the config)."""
+    from recbole.utils import ModelType
+
+    asked = int(config["eval_batch_size"])
+    if users is None or config["MODEL_TYPE"] == ModelType.SEQUENTIAL or not _full_sort(config["eval_args"]):
+        return None
+    now = max(asked // items, 1)
+    if now >= users:
+        return None
+    return users * items, (f"fast mode: full-sort evaluation in batches of {users} users ({now} a batch at "
+                           f"eval_batch_size {asked}, {items} items); scores of several users in one product can "
+                           "differ in the last bits (docs/runs.md: Evaluation batches)")
+
+
+def _full_sort(eval_args) -> bool:
+    mode = (eval_args or {}).get("mode", "full")
+    modes = mode.values() if isinstance(mode, dict) else [mode]
+    return all(str(m) == "full" for m in modes)
+
+
 def _id_rows(dataset) -> Rows | None:
     """Host rows of the user and item ids (what RecBole's sampler reads), or None where there are none."""
     columns = dataset.inter_feat.interaction

@@ -42,7 +42,7 @@ from ..seams.models import model_class as recbole_model_class
 from ..seams.models import repair_model
 from .hparams_columns import write_experiment
 from ..training.fast.apply import CompileClock
-from ..training.fast.plan import share_compile_cache
+from ..training.fast.plan import evaluation_users, own_full_sort, share_compile_cache
 from ..training.logging.tensorboard import NullWriter, RunWriter
 
 __all__ = ["Experiment", "PreparedRun", "RunResult", "Workspace", "prepare", "run_experiment"]
@@ -225,9 +225,13 @@ def _finish_record(prepared: PreparedRun, workspace: Workspace, record: RunRecor
     write_experiment(workspace.output_dir, changed=prepared.paths.run_dir)  # the HParams columns now include this run's
 
 
-def _load_data(config, workspace: Workspace):
+def _load_data(config, workspace: Workspace, evaluation: bool = True):
+    """The loaders; `evaluation`: a run's (a pre-training stage's are only trained on), whose full-sort
+    batches fast mode widens (recrunner.training.fast.plan.evaluation_users)."""
     cache_dir = workspace.cache_dir if setting(config, "data_cache") else None
-    return load_data(config, cache_dir)
+    fast = evaluation and bool(setting(config, "fast"))
+    scores_users = fast and own_full_sort(recbole_model_class(config["model"], setting(config, "detect_anomaly")))
+    return load_data(config, cache_dir, full_sort_users=evaluation_users(fast, scores_users))
 
 
 def _build_trainer(prepared: PreparedRun, run_dir: Path, train_data, writer, callbacks):
@@ -267,7 +271,7 @@ def _run_pretraining_stages(prepared: PreparedRun, workspace: Workspace, callbac
         else:
             logger.info(f"pre-training stage {stage}: {config['pretrain_epochs']} epochs, no validation")
             init_seed(config["seed"], config["reproducibility"])
-            train_data, _, _ = _load_data(config, workspace)
+            train_data, _, _ = _load_data(config, workspace, evaluation=False)
             writer = RunWriter(stage_paths.run_dir, purge_step=resume.epoch + 1 if resume else None,
                                step_purge=resume.step + 1 if resume else None)
             try:

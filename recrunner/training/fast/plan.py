@@ -24,6 +24,10 @@ and says what it changed. What it does, and the one place each decision is made:
 | random numbers               | `_eager_random`      | compiled code draws dropout masks from torch's generator,|
 |                              | (apply.py)           | as exact mode does: a seed means the same in both modes  |
 | fp16 gradients               | `OptimizerStep`      | torch's GradScaler; its state is saved in last.pth       |
+| evaluation batches           | `evaluation_users`   | a general model's full sort at least 256 users a batch   |
+|                              | (pure; the run layer | where the model scores users itself; RecBole's           |
+|                              | passes it to         | `eval_batch_size` counts scores (one user on ml-1m)      |
+|                              | data/placement.py)   |                                                          |
 
 Compiling: with dynamic shapes, one graph for every batch size (RecBole's last batch, evaluation
 batches of any size), so which code runs a batch never depends on what ran before: a resumed
@@ -74,7 +78,7 @@ class FastPlan:
 
     def describe(self) -> str:
         if self.changes_nothing:
-            return f"fast mode: exact ({self.reason})"
+            return f"fast mode: loss and scores exact ({self.reason})"
         parts = [self.precision] + (["compiled"] if self.compile else ["eager"]) + (["grad scaler"] if self.scaler else [])
         parts += ["scoring eager"] if self.compile and not self.compile_scoring else []
         parts += ["CUDA graphs"] if self.cuda_graphs else []
@@ -133,6 +137,26 @@ def choose(*, precision: str = "auto", compile="auto", device_type: str = "cpu",
     reasons += [why] if why else []
     return FastPlan(precision, compiled, scaler=precision == "fp16" and device_type == "cuda", compile_scoring=scoring,
                     reason="; ".join(reasons + unused), cuda_graphs=graphs)
+
+
+FAST_EVAL_USERS = 256  # users a general model's full-sort evaluation batch holds at least in fast mode
+
+
+def evaluation_users(fast: bool, own_full_sort: bool) -> int | None:
+    """Users a general model's full-sort evaluation batch holds at least (pure); None: RecBole's
+    `eval_batch_size` as it is. RecBole's counts scores (4096 is one user a batch on ml-1m), so most of
+    a validation is per-batch work; fast mode scores `FAST_EVAL_USERS` users in one product where the
+    model scores a batch of users itself (`own_full_sort`: its own `full_sort_predict`). A model
+    RecBole scores through `predict`, one row for every user and item, keeps its batches: 256 users'
+    rows could take gigabytes. Exact mode never changes them (docs/runs.md: Evaluation batches)."""
+    return FAST_EVAL_USERS if fast and own_full_sort else None
+
+
+def own_full_sort(model_class) -> bool:
+    """Whether a RecBole model class scores a batch of users itself (`full_sort_predict` of its own)."""
+    from recbole.model.abstract_recommender import AbstractRecommender
+
+    return getattr(model_class, "full_sort_predict", None) is not AbstractRecommender.full_sort_predict
 
 
 def _check_settings(precision, compile) -> None:
