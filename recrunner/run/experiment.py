@@ -42,7 +42,7 @@ from ..seams.models import model_class as recbole_model_class
 from ..seams.models import repair_model
 from .hparams_columns import write_experiment
 from ..training.fast.apply import CompileClock
-from ..training.fast.plan import evaluation_users, own_full_sort, share_compile_cache
+from ..training.fast.plan import full_sort_users, share_compile_cache
 from ..training.logging.tensorboard import NullWriter, RunWriter
 
 __all__ = ["Experiment", "PreparedRun", "RunResult", "Workspace", "prepare", "run_experiment"]
@@ -226,12 +226,9 @@ def _finish_record(prepared: PreparedRun, workspace: Workspace, record: RunRecor
 
 
 def _load_data(config, workspace: Workspace, evaluation: bool = True):
-    """The loaders; `evaluation`: a run's (a pre-training stage's are only trained on), whose full-sort
-    batches fast mode widens (recrunner.training.fast.plan.evaluation_users)."""
+    """The loaders; a run's evaluation (a pre-training stage has none) in fast mode's batches (fast/plan.py)."""
     cache_dir = workspace.cache_dir if setting(config, "data_cache") else None
-    fast = evaluation and bool(setting(config, "fast"))
-    scores_users = fast and own_full_sort(recbole_model_class(config["model"], setting(config, "detect_anomaly")))
-    return load_data(config, cache_dir, full_sort_users=evaluation_users(fast, scores_users))
+    return load_data(config, cache_dir, full_sort_users=full_sort_users(config) if evaluation else None)
 
 
 def _build_trainer(prepared: PreparedRun, run_dir: Path, train_data, writer, callbacks):

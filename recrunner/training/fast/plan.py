@@ -152,6 +152,14 @@ def evaluation_users(fast: bool, own_full_sort: bool) -> int | None:
     return FAST_EVAL_USERS if fast and own_full_sort else None
 
 
+def full_sort_users(config) -> int | None:
+    """`evaluation_users` of a run's config: what the data layer's loaders are built with."""
+    from ...seams.models import model_class
+
+    fast = bool(setting(config, "fast"))
+    return evaluation_users(fast, fast and own_full_sort(model_class(config["model"], setting(config, "detect_anomaly"))))
+
+
 def own_full_sort(model_class) -> bool:
     """Whether a RecBole model class scores a batch of users itself (`full_sort_predict` of its own)."""
     from recbole.model.abstract_recommender import AbstractRecommender
