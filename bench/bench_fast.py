@@ -2,7 +2,7 @@
 
     python bench/bench_fast.py [--cases SASRec:ml-100k BPR:ml-1m ...] [--epochs 3] [--max-batches N]
                                [--data-path ../shared/datasets] [--threads N] [--precision bf16|fp32]
-                               [--no-limits] [--warm-cache]
+                               [--no-limits] [--warm-cache] [--dropout auto torch numpy]
 
 Each measurement is a fresh process that builds RecBole's config, data and model as a run does
 (recrunner's array-built batches and negatives included, in both modes) and drives CustomTrainer's own epoch (`_train_epoch`, `_valid_epoch`) for `--epochs` epochs, with
@@ -18,7 +18,8 @@ Each measurement is a fresh process that builds RecBole's config, data and model
 `--max-batches N` times only the first N batches of each training epoch and scales the warm time to
 the whole epoch (batches per epoch / N; the compile time is not scaled): for the main job's SASRec an exact epoch is minutes on a CPU.
 The settings are the models' RecBole defaults with recrunner's config layers (configs/): SASRec is the main job.
-`--precision` sets `fast_precision` (default auto); `--no-limits` sets aside fast mode's per-model tables
+`--precision` sets `fast_precision` (default auto); `--dropout` sets `fast_dropout`, one fast row per value against the
+same exact measurement (default auto); `--no-limits` sets aside fast mode's per-model tables
 (recrunner/training/fast/facts.py's `FACTS`) in the measuring process, to measure what `auto` leaves out.
 Each fast process compiles into an empty cache, the compile time of a first run; `--warm-cache` runs the
 fast process once before the measured one, into the same cache: what the later cells of a sweep pay.
@@ -63,7 +64,8 @@ class _FirstBatches:
 
 
 def one_run(fast: bool, model: str, dataset: str, epochs: int, max_batches: int | None, data_path: str | None,
-            workdir: Path, precision: str = "auto", limits: bool = True, cache: str | None = None) -> dict:
+            workdir: Path, precision: str = "auto", limits: bool = True, cache: str | None = None,
+            dropout: str = "auto") -> dict:
     import os
 
     os.chdir(workdir)
@@ -89,7 +91,7 @@ def one_run(fast: bool, model: str, dataset: str, epochs: int, max_batches: int 
 
     layers = layered_params(REPO / "configs", model, dataset, {})  # configs/datasets/ml-1m.yaml: its columns
     params = {**layers, **PARAMS.get(model, {}), "show_progress": False, "progress_bar": False, "checkpoint_dir": str(workdir / "ckpt"), "fast": fast,
-              "fast_precision": precision,
+              "fast_precision": precision, "fast_dropout": dropout,
               **({"data_path": data_path} if data_path else {})}
     with recbole_argv_cleared():
         config = Config(model=model, dataset=dataset, config_dict=params)
@@ -117,7 +119,7 @@ def one_run(fast: bool, model: str, dataset: str, epochs: int, max_batches: int 
             "plan": trainer.fast.describe() if trainer.fast else "exact"}
 
 
-def measure(fast: bool, case: str, args, cache: str | None = None) -> dict:
+def measure(fast: bool, case: str, args, cache: str | None = None, dropout: str = "auto") -> dict:
     model, dataset = case.split(":")
     command = [sys.executable, __file__, "--one", "fast" if fast else "exact", "--cases", case,
                "--epochs", str(args.epochs)]
@@ -127,18 +129,18 @@ def measure(fast: bool, case: str, args, cache: str | None = None) -> dict:
         command += ["--data-path", str(args.data_path)]
     if args.threads:
         command += ["--threads", str(args.threads)]
-    command += ["--precision", args.precision] + (["--no-limits"] if args.no_limits else [])
+    command += ["--precision", args.precision, "--dropout", dropout] + (["--no-limits"] if args.no_limits else [])
     command += ["--cache", cache] if cache else []
     out = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
-def fast_measure(case: str, args) -> dict:
+def fast_measure(case: str, args, dropout: str) -> dict:
     if not args.warm_cache:
-        return measure(True, case, args)
+        return measure(True, case, args, dropout=dropout)
     with tempfile.TemporaryDirectory() as cache:
-        measure(True, case, args, cache)  # fills the cache
-        result = measure(True, case, args, cache)
+        measure(True, case, args, cache, dropout)  # fills the cache
+        result = measure(True, case, args, cache, dropout)
     result["plan"] += "; warm cache"
     return result
 
@@ -176,6 +178,7 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     parser.add_argument("--precision", choices=("auto", "bf16", "fp16", "fp32"), default="auto", help="fast_precision")
     parser.add_argument("--no-limits", action="store_true", help="ignore fast mode's per-model tables for the measured models")
+    parser.add_argument("--dropout", nargs="+", choices=("auto", "torch", "numpy"), default=["auto"], help="fast_dropout")
     parser.add_argument("--warm-cache", action="store_true", help="measure fast mode with the compiler's cache filled")
     parser.add_argument("--cache", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--one", choices=["exact", "fast"], help=argparse.SUPPRESS)
@@ -189,24 +192,30 @@ def main(argv=None) -> int:
         data_path = str(args.data_path) if dataset != "ml-100k" else None
         with tempfile.TemporaryDirectory() as tmp:
             print(json.dumps(one_run(args.one == "fast", model, dataset, args.epochs, args.max_batches, data_path,
-                                     Path(tmp), args.precision, not args.no_limits, args.cache)))
+                                     Path(tmp), args.precision, not args.no_limits, args.cache, args.dropout[0])))
         return 0
     print("| model | dataset | batches (timed) | exact epoch s | fast epoch s | speed-up | exact eval s | fast eval s "
           "| speed-up | compile s | repaid after epochs | fast plan |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for case in args.cases:
-        try:
-            exact, fast = measure(False, case, args), fast_measure(case, args)
-        except subprocess.CalledProcessError as error:  # one case's failure is a row, not the end of the table
-            last = (error.stderr or "").strip().splitlines()[-1:] or ["no message"]
-            print(f"| {case.replace(':', ' | ')} | failed: {last[0][:200]} |", flush=True)
-            continue
-        s = summary(exact, fast)
-        model, dataset = case.split(":")
-        print(f"| {model} | {dataset} | {exact['batches']} ({exact['timed_batches']}) | {s['exact_epoch']:.2f} | "
-              f"{s['fast_epoch']:.2f} | {s['epoch_speedup']:.2f}x | {s['exact_eval']:.2f} | {s['fast_eval']:.2f} | "
-              f"{s['eval_speedup']:.2f}x | {_once(format(s['compile'], '.1f'), fast)} | {_once(_epochs(s['repaid_after']), fast)} | {fast['plan']} |", flush=True)
+        for exact, fast in _measured(case, args):
+            s = summary(exact, fast)
+            model, dataset = case.split(":")
+            print(f"| {model} | {dataset} | {exact['batches']} ({exact['timed_batches']}) | {s['exact_epoch']:.2f} | "
+                      f"{s['fast_epoch']:.2f} | {s['epoch_speedup']:.2f}x | {s['exact_eval']:.2f} | {s['fast_eval']:.2f} | "
+                  f"{s['eval_speedup']:.2f}x | {_once(format(s['compile'], '.1f'), fast)} | {_once(_epochs(s['repaid_after']), fast)} | {fast['plan']} |", flush=True)
     return 0
+
+
+def _measured(case: str, args):
+    """(exact, fast) for each `--dropout`, against one exact measurement; a failure is a row, not the end of the table."""
+    try:
+        exact = measure(False, case, args)
+        for dropout in args.dropout:
+            yield exact, fast_measure(case, args, dropout)
+    except subprocess.CalledProcessError as error:
+        last = (error.stderr or "").strip().splitlines()[-1:] or ["no message"]
+        print(f"| {case.replace(':', ' | ')} | failed: {last[0][:200]} |", flush=True)
 
 
 if __name__ == "__main__":

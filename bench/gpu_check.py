@@ -167,6 +167,13 @@ class Check:
     def job(self, epochs: int) -> dict:
         return {**(TINY if self.tiny else {}), "epochs": epochs, "stopping_step": 100}
 
+    def timed_run(self, name: str, params: dict, *flags: str, model: str = "SASRec", timeout: float = 300):
+        """One recrunner run of `model`, its own sweep `name`, with GPU use sampled: (`recorded`, `Busy`)."""
+        with Busy(self.gpu) as busy:
+            self.recrunner(["--model", model, "--dataset", self.dataset, "--name", name, *flags,
+                            "--set", *[f"{k}={json.dumps(v)}" for k, v in params.items()]], timeout, name)
+        return recorded(self, name), busy
+
 
 # ---------------------------------------------------------------------- steps
 def resume(check: Check) -> dict:
@@ -316,20 +323,10 @@ def main_job(check: Check) -> dict:
             "data": str(check.data), "configs": str(REPO / "configs")}
     with Busy(check.gpu) as plain_busy:
         _, plain = check.python(PLAIN, 300, spec, log="main-plain")
-    with Busy(check.gpu) as exact_busy:
-        check.recrunner(["--model", "SASRec", "--dataset", check.dataset, "--name", "main-exact",
-                         "--set", *[f"{k}={json.dumps(v)}" for k, v in check.job(2).items()]], 300, "main-exact")
-    exact = recorded(check, "main-exact")
-    with Busy(check.gpu) as host_busy:  # RecBole's way: each batch built on the host, then copied
-        check.recrunner(["--model", "SASRec", "--dataset", check.dataset, "--name", "main-host-batches",
-                         "--set", *[f"{k}={json.dumps(v)}" for k, v in {**check.job(2), "batches_on_device": False}.items()]],
-                        300, "main-host-batches")
-    host = recorded(check, "main-host-batches")
-    with Busy(check.gpu) as each_busy:  # RecBole's way: the host waits for every batch's loss (loop/losses.py)
-        check.recrunner(["--model", "SASRec", "--dataset", check.dataset, "--name", "main-each-loss",
-                         "--set", *[f"{k}={json.dumps(v)}" for k, v in {**check.job(2), "read_loss_every": 1}.items()]],
-                        300, "main-each-loss")
-    each = recorded(check, "main-each-loss")
+    exact, exact_busy = check.timed_run("main-exact", check.job(2))
+    # RecBole's ways: each batch built on the host, then copied; the host waits for every batch's loss (loop/losses.py)
+    host, host_busy = check.timed_run("main-host-batches", {**check.job(2), "batches_on_device": False})
+    each, each_busy = check.timed_run("main-each-loss", {**check.job(2), "read_loss_every": 1})
     plain = plain or check.cut("main-plain")
     return {"plain RecBole, s/epoch": _seconds(plain), "plain RecBole, s/epoch training": _seconds(plain, "train_seconds"),
             "plain RecBole, GPU busy": plain_busy.text(),
@@ -354,11 +351,7 @@ def graph_step(check: Check) -> dict:
         return {"exact, step from CUDA graphs": "not run: CUDA graphs need a GPU (tests/test_graph_step.py covers the CPU)"}
     runs, busy = {}, {}
     for name, extra in (("eager", {}), ("graphed", {"cuda_graph_step": True})):
-        with Busy(check.gpu) as busy[name]:
-            check.recrunner(["--model", "SASRec", "--dataset", check.dataset, "--name", f"graphs-{name}",
-                             "--set", *[f"{k}={json.dumps(v)}" for k, v in {**check.job(2), **extra}.items()]],
-                            300, f"graphs-{name}")
-        runs[name] = recorded(check, f"graphs-{name}")
+        runs[name], busy[name] = check.timed_run(f"graphs-{name}", {**check.job(2), **extra})
     eager, graphed = runs["eager"], runs["graphed"]
     return {"exact, eager step, s/epoch": _seconds(eager), "exact, eager step, s/epoch training": _seconds(eager, "train_seconds"),
             "exact, eager step, GPU busy": busy["eager"].text(),
@@ -371,12 +364,9 @@ def graph_step(check: Check) -> dict:
 
 
 def fast(check: Check) -> dict:
-    extra = ["fast_compile=false", "fast_precision=bf16"] if check.tiny else []  # CI's CPU: no minute of compiling
+    job = {**check.job(3), **({"fast_compile": False, "fast_precision": "bf16"} if check.tiny else {})}  # CI's CPU: no minute of compiling
     cache = _cache(check)
-    with Busy(check.gpu) as busy:
-        check.recrunner(["--model", "SASRec", "--dataset", check.dataset, "--name", "main-fast", "--fast",
-                         "--set", *[f"{k}={json.dumps(v)}" for k, v in check.job(3).items()], *extra], 420, "main-fast")
-    run = recorded(check, "main-fast")
+    run, busy = check.timed_run("main-fast", job, "--fast", timeout=420)
     rows = {"--fast, plan": run.get("fast_plan", ""), "--fast, s/epoch": _seconds(run),
             "--fast, s/epoch training": _seconds(run, "train_seconds"), "--fast, GPU busy": busy.text(),
             "--fast, peak memory": _mb(run.get("peak_mb")), "--fast, compile s": _compile(run, cache),
@@ -384,11 +374,7 @@ def fast(check: Check) -> dict:
     if not check.gpu:  # CUDA graphs exist on a GPU only
         return rows
     cache = _cache(check)  # the compiled loss recorded by cuda_graph_step (loop/graphs.py), the cache filled above
-    with Busy(check.gpu) as step_busy:
-        check.recrunner(["--model", "SASRec", "--dataset", check.dataset, "--name", "main-fast-step-graphs", "--fast",
-                         "--set", *[f"{k}={json.dumps(v)}" for k, v in {**check.job(3), "cuda_graph_step": True}.items()],
-                         *extra], 420, "main-fast-step-graphs")
-    step = recorded(check, "main-fast-step-graphs")
+    step, step_busy = check.timed_run("main-fast-step-graphs", {**job, "cuda_graph_step": True}, "--fast", timeout=420)
     rows.update({"--fast, step from CUDA graphs, s/epoch": _seconds(step),
                  "--fast, step from CUDA graphs, s/epoch training": _seconds(step, "train_seconds"),
                  "--fast, step from CUDA graphs, GPU busy": step_busy.text(),
@@ -396,11 +382,7 @@ def fast(check: Check) -> dict:
                  "--fast, step from CUDA graphs, test metrics": _agree(step, run, "equal to --fast's"),
                  "--fast, step from CUDA graphs, its log": "; ".join(step.get("graphs") or []) or "no cuda_graph_step line"})
     cache = _cache(check)
-    with Busy(check.gpu) as graphs_busy:
-        check.recrunner(["--model", "SASRec", "--dataset", check.dataset, "--name", "main-fast-graphs", "--fast",
-                         "--set", *[f"{k}={json.dumps(v)}" for k, v in {**check.job(3), "fast_cuda_graphs": True}.items()]],
-                        420, "main-fast-graphs")
-    graphs = recorded(check, "main-fast-graphs")
+    graphs, graphs_busy = check.timed_run("main-fast-graphs", {**check.job(3), "fast_cuda_graphs": True}, "--fast", timeout=420)
     return {**rows, "--fast with CUDA graphs, s/epoch": _seconds(graphs),
             "--fast with CUDA graphs, s/epoch training": _seconds(graphs, "train_seconds"), "--fast with CUDA graphs, GPU busy": graphs_busy.text(),
             "--fast with CUDA graphs, compile s": _compile(graphs, cache),
@@ -428,9 +410,7 @@ def models(check: Check) -> dict:
         for where, extra in paths:
             name = f"models-{model}-{where.split(',')[0]}{'-graphs' if extra.get('cuda_graph_step') else ''}" \
                    f"{'-fast' if extra.get('fast') else ''}"
-            check.recrunner(["--model", model, "--dataset", check.dataset, "--name", name,
-                             "--set", *[f"{k}={json.dumps(v)}" for k, v in {**params, **extra}.items()]], 240, name)
-            found[where] = recorded(check, name)
+            found[where], _ = check.timed_run(name, {**params, **extra}, model=model, timeout=240)
             rows[f"{model}, batches built on the {where}, s/epoch"] = _seconds(found[where])
             rows[f"{model}, batches built on the {where}, s/epoch training"] = _seconds(found[where], "train_seconds")
         if "host" in found:

@@ -116,12 +116,14 @@ def test_models_that_cannot_gain_run_exactly_or_eagerly_and_say_why(monkeypatch)
 def test_plans_that_change_nothing_count_as_exact_for_resuming():
     assert same_plan_key(None) is None
     assert same_plan_key(FastPlan().as_dict()) is None
-    assert same_plan_key(FastPlan("bf16", True).as_dict()) == ("bf16", True, False, True)
-    assert same_plan_key({"precision": "bf16", "compile": True, "scaler": False}) == ("bf16", True, False, True)  # older
-    assert same_plan_key(FastPlan("fp32", True, compile_scoring=False).as_dict()) == ("fp32", True, False, False)
+    assert same_plan_key(FastPlan("bf16", True).as_dict()) == ("bf16", True, False, True, "torch")
+    assert same_plan_key({"precision": "bf16", "compile": True, "scaler": False}) == ("bf16", True, False, True, "torch")  # older
+    assert same_plan_key(FastPlan("fp32", True, compile_scoring=False).as_dict()) == ("fp32", True, False, False, "torch")
+    assert same_plan_key(FastPlan("fp32", True, dropout="numpy").as_dict()) == ("fp32", True, False, True, "numpy")
     assert plan_text(None) == "exactly (no fast mode)"
-    assert plan_text(("fp16", True, True, True)) == "in fast mode (fp16, compiled, grad scaler)"
-    assert plan_text(("fp32", True, False, False)) == "in fast mode (fp32, compiled, scoring eager)"
+    assert plan_text(("fp16", True, True, True, "torch")) == "in fast mode (fp16, compiled, grad scaler)"
+    assert plan_text(("fp32", True, False, False, "torch")) == "in fast mode (fp32, compiled, scoring eager)"
+    assert plan_text(("fp32", True, False, True, "numpy")) == "in fast mode (fp32, compiled, numpy's dropout masks)"
 
 
 def test_models_whose_compiled_scoring_was_slower_score_eagerly(monkeypatch):
@@ -327,7 +329,8 @@ def test_fast_mode_composes_with_accumulation_the_lr_schedule_and_the_guard(work
     assert record["provenance"]["fast"]["precision"] == "bf16" and not record["provenance"]["fast"]["compile"]
     log = (result.run_dir / "run.log").read_text()
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    assert f"fast mode: bf16, eager (faster on {device}: " in log  # the fact that decided, and where it was measured
+    masks = ", numpy's dropout masks" if device == "cpu" else ""  # a CPU's masks (fast/dropout.py)
+    assert f"fast mode: bf16, eager{masks} (faster on {device}: " in log  # the fact that decided, and where it was measured
     asked = "; fast_precision bf16 (auto would be fp32:" in log  # bf16 asked for where auto picks fp32 for SASRec:
     assert asked == (device == "cpu")  # a CPU's facts; on a GPU auto picks bf16 itself (failed on the H200)
     exact = run_experiment(Experiment("SASRec", "ml-100k", {**params, "fast": False}), workspace, console=False)

@@ -89,6 +89,9 @@ def test_fast_mode_is_named_in_the_comparison():
     assert explain({}, fast, {}, {}) == ["fast mode differs: exact then, bf16, compiled now (documentation: Fast mode)"]
     assert explain(fast, fast, {}, {}) == [
         "both ran in fast mode (bf16, compiled): its numbers repeat on one machine and torch version, not across them"]
+    numpy_masks = {"fast": {**fast["fast"], "dropout": "numpy"}}
+    assert explain(fast, numpy_masks, {}, {}) == [
+        "fast mode differs: bf16, compiled then, bf16, compiled, numpy's dropout masks now (documentation: Fast mode)"]
 
 
 def test_a_gpu_run_without_deterministic_is_compared_within_its_tolerance():

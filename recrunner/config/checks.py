@@ -25,6 +25,7 @@ from .params import RECBOLE_DERIVED_KEYS, RECRUNNER_DEFAULTS, RECRUNNER_KEYS, co
 from ..core.errors import ConfigError
 
 FAST_PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # fast mode's autocast dtypes (recrunner.training.fast.plan)
+FAST_DROPOUTS = ("auto", "torch", "numpy")  # where fast mode's dropout masks come from (recrunner.training.fast.dropout)
 LEARNERS = ("adam", "adamw", "sgd", "adagrad", "rmsprop", "sparse_adam")  # recbole.trainer.Trainer._build_optimizer
 _AT_LEAST_ONE = {"epochs", "train_batch_size", "eval_batch_size", "checkpoint_every", "gradient_accumulation_steps",
                  "eval_every_steps", "checkpoint_every_steps", "log_every_steps",
@@ -55,6 +56,8 @@ def impossible_values(params: Mapping[str, Any]) -> list[str]:
                                 f"choose one of {', '.join(LEARNERS)}")
             if key == "fast_precision" and value not in FAST_PRECISIONS:
                 problems.append(f"fast_precision {value!r} is not a precision; choose one of {', '.join(FAST_PRECISIONS)}")
+            if key == "fast_dropout" and value not in FAST_DROPOUTS:
+                problems.append(f"fast_dropout {value!r} is not a generator of masks; choose one of {', '.join(FAST_DROPOUTS)}")
             if key in ("fast_compile", "fast_cuda_graphs") and value not in ("auto", True, False):
                 problems.append(f"{key} {value!r} must be auto, true or false")
             unknown = [m for m in numbers if key == "metrics" and METRICS and str(m).lower() not in METRICS]

@@ -57,6 +57,7 @@ RECRUNNER_DEFAULTS: dict[str, Any] = {
     "fast_precision": "auto",           # auto | bf16 | fp16 | fp32: autocast dtype in fast mode
     "fast_compile": "auto",             # auto | true | false: torch.compile in fast mode
     "fast_cuda_graphs": "auto",         # auto | true | false: the compiled loss replayed as CUDA graphs on a GPU
+    "fast_dropout": "auto",             # auto | torch | numpy: dropout masks from numpy's SFC64 on a CPU (auto), or torch's
     "nproc": 1,                         # processes (one per GPU) that train the run together (docs/distributed.md)
     "ddp_timeout": 300,                 # seconds a process waits for the others before the run fails
 }
@@ -243,3 +244,11 @@ def available_metrics(metrics, topk) -> list[str]:
         else:
             names.append(metric.lower())
     return names
+
+
+def eval_modes(eval_args) -> dict[str, str]:
+    """{"valid": mode, "test": mode} of RecBole's `eval_args` (pure): its `mode` is one string for both
+    phases or one per phase ("full", "uni100", "pop100", "labeled"); "full" where unset."""
+    mode = (eval_args or {}).get("mode") or "full"
+    modes = mode if isinstance(mode, dict) else {"valid": mode, "test": mode}
+    return {phase: str(modes.get(phase, "full")) for phase in ("valid", "test")}

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..config.params import setting
+from ..config.params import eval_modes, setting
 from ..core.files import size_text
 from ..seams.loaders import gathered, host_tables, static_negatives
 from ..seams.batch_tables import Rows, Tables
@@ -124,7 +124,7 @@ def wider_full_sort(config, items: int, users: int | None) -> tuple[int, str] | 
     from recbole.utils import ModelType
 
     asked = int(config["eval_batch_size"])
-    if users is None or config["MODEL_TYPE"] == ModelType.SEQUENTIAL or not _full_sort(config["eval_args"]):
+    if users is None or config["MODEL_TYPE"] == ModelType.SEQUENTIAL or set(eval_modes(config["eval_args"]).values()) != {"full"}:
         return None
     now = max(asked // items, 1)
     if now >= users:
@@ -132,12 +132,6 @@ def wider_full_sort(config, items: int, users: int | None) -> tuple[int, str] | 
     return users * items, (f"fast mode: full-sort evaluation in batches of {users} users ({now} a batch at "
                            f"eval_batch_size {asked}, {items} items); scores of several users in one product can "
                            "differ in the last bits (docs/runs.md: Evaluation batches)")
-
-
-def _full_sort(eval_args) -> bool:
-    mode = (eval_args or {}).get("mode", "full")
-    modes = mode.values() if isinstance(mode, dict) else [mode]
-    return all(str(m) == "full" for m in modes)
 
 
 def _id_rows(dataset) -> Rows | None:

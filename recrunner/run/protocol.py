@@ -25,6 +25,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from ..config.params import eval_modes
 from ..core.docs import page
 
 # a share above this is reported as leakage (ties at the boundary are not leakage)
@@ -36,7 +37,7 @@ GLOBAL_SPLIT = "--config-file protocols/global-temporal.yaml"  # the packaged la
 def card(config, train, valid, test) -> dict:
     """The protocol card of a run: `config` is RecBole's Config, the others its split datasets."""
     eval_args = config["eval_args"]
-    found = {**describe_split(eval_args), "ranking": describe_ranking(eval_args.get("mode") or "full"),
+    found = {**describe_split(eval_args), "ranking": describe_ranking(eval_args),
              "filters": {k: config[k] for k in FILTER_KEYS if config[k] not in (None, False, {}, [])},
              "counts": {name: counts(ds) for name, ds in (("train", train), ("valid", valid), ("test", test))
                         if ds is not None},
@@ -60,10 +61,9 @@ def describe_split(eval_args: dict) -> dict:
     return {"split": split, "order": "time" if eval_args.get("order") == "TO" else "random", "grouping": grouping}
 
 
-def describe_ranking(mode) -> dict:
+def describe_ranking(eval_args) -> dict:
     """{"valid": ..., "test": ...}: "full", "sampled: 100 uniform negatives", "labeled" (pure)."""
-    modes = mode if isinstance(mode, dict) else {"valid": mode, "test": mode}
-    return {phase: _ranking(str(modes.get(phase, "full"))) for phase in ("valid", "test")}
+    return {phase: _ranking(mode) for phase, mode in eval_modes(eval_args).items()}
 
 
 def _ranking(mode: str) -> str:

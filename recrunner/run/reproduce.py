@@ -223,7 +223,8 @@ def _config(run_dir: Path) -> dict:
 def _fast_text(plan: dict | None) -> str:
     if not plan:
         return "exact"
-    return f"{plan.get('precision')}, {'compiled' if plan.get('compile') else 'eager'}"
+    masks = ", numpy's dropout masks" if plan.get("dropout") == "numpy" else ""
+    return f"{plan.get('precision')}, {'compiled' if plan.get('compile') else 'eager'}{masks}"
 
 
 def _same(a, b, tolerance: float | None = None) -> bool:

@@ -14,6 +14,7 @@ import logging
 
 import torch
 
+from .dropout import numpy_masks
 from .plan import METHODS, FastPlan, plan_for
 
 logger = logging.getLogger("recrunner")
@@ -90,6 +91,8 @@ def accelerate(model: torch.nn.Module, plan: FastPlan) -> list[str]:
             continue
         setattr(model, name, FastMethod(method, plan, scoring=name != "calculate_loss"))
         wrapped.append(name)
+    if plan.dropout == "numpy":
+        numpy_masks(model)
     return wrapped
 
 

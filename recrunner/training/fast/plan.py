@@ -21,8 +21,10 @@ and says what it changed. What it does, and the one place each decision is made:
 | scores                       | `FastMethod`         | computed in fp32 (compiled): bf16 rounds scores into     |
 |                              |                      | ties that moved SASRec's test MRR@10 by up to 0.0012 on  |
 |                              |                      | the same weights (bench/fast_scoring.py)                 |
-| random numbers               | `_eager_random`      | compiled code draws dropout masks from torch's generator,|
-|                              | (apply.py)           | as exact mode does: a seed means the same in both modes  |
+| random numbers               | `dropout_choice`     | on a CPU nn.Dropout's masks from numpy's SFC64, seeded   |
+|                              | (pure, dropout.py),  | from torch's generator (7x faster than torch's serial    |
+|                              | `_eager_random`      | generator; other masks than exact mode's); elsewhere,    |
+|                              | (apply.py)           | and all other random numbers, torch's generator          |
 | fp16 gradients               | `OptimizerStep`      | torch's GradScaler; its state is saved in last.pth       |
 | evaluation batches           | `evaluation_users`   | a general model's full sort at least 256 users a batch   |
 |                              | (pure; the run layer | where the model scores users itself; RecBole's           |
@@ -49,6 +51,7 @@ import torch
 from ...config.checks import FAST_PRECISIONS as PRECISIONS
 from ...config.params import setting
 from ...core.errors import ConfigError
+from .dropout import dropout_choice
 from .facts import CPU_DEFAULT, Fact, facts_of
 
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -66,6 +69,7 @@ class FastPlan:
     compile_scoring: bool = True  # with compile: predict and full_sort_predict too (False: eager, facts.py)
     reason: str = ""          # why this plan (device, model limits), one line
     cuda_graphs: bool = False  # with compile on a GPU: the training loss replayed as CUDA graphs
+    dropout: str = "torch"    # torch | numpy: where nn.Dropout's masks come from (dropout.py)
 
     @property
     def dtype(self):
@@ -82,6 +86,7 @@ class FastPlan:
         parts = [self.precision] + (["compiled"] if self.compile else ["eager"]) + (["grad scaler"] if self.scaler else [])
         parts += ["scoring eager"] if self.compile and not self.compile_scoring else []
         parts += ["CUDA graphs"] if self.cuda_graphs else []
+        parts += ["numpy's dropout masks"] if self.dropout == "numpy" else []
         return f"fast mode: {', '.join(parts)} ({self.reason})"
 
     def as_dict(self) -> dict:
@@ -89,13 +94,14 @@ class FastPlan:
 
 
 def choose(*, precision: str = "auto", compile="auto", device_type: str = "cpu", native_bf16: bool = False,
-           model: str = "", single_pass: bool = False, cuda_graphs="auto") -> FastPlan:
+           model: str = "", single_pass: bool = False, cuda_graphs="auto", dropout="auto") -> FastPlan:
     """The fast plan for one run (pure), from the model's facts that hold on `device_type` (facts.py).
 
     `native_bf16`: the device computes bf16 natively (a CPU's avx512_bf16/amx_bf16; a GPU's
     `torch.cuda.is_bf16_supported()`).
     """
     _check_settings(precision, compile)
+    masks, masks_why = dropout_choice(dropout, device_type)
     if single_pass:
         return FastPlan(reason=f"{model} is fitted in one pass without a training loop: nothing to accelerate")
     here, elsewhere = facts_of(model, device_type)
@@ -134,9 +140,9 @@ def choose(*, precision: str = "auto", compile="auto", device_type: str = "cpu",
     if not scoring:
         reasons.append(f"scoring eager: {first['eager scoring'].text()}")
     graphs, why = graphs_choice(cuda_graphs, compiled, device_type)
-    reasons += [why] if why else []
+    reasons += [text for text in (why, masks_why) if text]
     return FastPlan(precision, compiled, scaler=precision == "fp16" and device_type == "cuda", compile_scoring=scoring,
-                    reason="; ".join(reasons + unused), cuda_graphs=graphs)
+                    reason="; ".join(reasons + unused), cuda_graphs=graphs, dropout=masks)
 
 
 FAST_EVAL_USERS = 256  # users a general model's full-sort evaluation batch holds at least in fast mode
@@ -206,7 +212,7 @@ def plan_for(config, model_name: str, single_pass: bool = False) -> FastPlan | N
     native = torch.cuda.is_bf16_supported() if device.type == "cuda" else cpu_has_native_bf16()
     return choose(precision=setting(config, "fast_precision"), compile=setting(config, "fast_compile"),
                   device_type=device.type, native_bf16=native, model=model_name, single_pass=single_pass,
-                  cuda_graphs=setting(config, "fast_cuda_graphs"))
+                  cuda_graphs=setting(config, "fast_cuda_graphs"), dropout=setting(config, "fast_dropout"))
 
 
 def cpu_has_native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
@@ -241,20 +247,23 @@ def _torch_default_cache_dir() -> str | None:
 
 def same_plan_key(plan: dict | None) -> tuple | None:
     """What must match for a fast run to resume another's checkpoint (pure): precision, compile, scaler,
-    compiled scoring (a plan saved before scoring could stay eager compiled it)."""
+    compiled scoring (a plan saved before scoring could stay eager compiled it), the dropout masks'
+    generator (a plan saved before numpy's masks drew torch's)."""
     if not plan:
         return None
     stored = FastPlan(plan.get("precision", "fp32"), bool(plan.get("compile")), bool(plan.get("scaler")),
                       bool(plan.get("compile_scoring", True)))
     if stored.changes_nothing:
         return None
-    return stored.precision, stored.compile, stored.scaler, stored.compile and stored.compile_scoring
+    return (stored.precision, stored.compile, stored.scaler, stored.compile and stored.compile_scoring,
+            plan.get("dropout", "torch"))
 
 
 def plan_text(key: tuple | None) -> str:
     """`same_plan_key`'s value in words (pure)."""
     if key is None:
         return "exactly (no fast mode)"
-    precision, compiled, scaler, scoring = key
+    precision, compiled, scaler, scoring, masks = key
     extras = (", grad scaler" if scaler else "") + (", scoring eager" if compiled and not scoring else "")
+    extras += ", numpy's dropout masks" if masks == "numpy" else ""
     return f"in fast mode ({precision}, {'compiled' if compiled else 'eager'}{extras})"

@@ -22,8 +22,8 @@ A batch of another shape (an epoch's last, shorter batch) runs eagerly; at most 
 shapes are recorded. The step is not graphed, and one line says why, where it cannot be the same
 step: on a CPU, with `fast_cuda_graphs` (the compiled loss is replayed already), with RecBole's
 autocast or a gradient scaler (fp16), with gradient accumulation (a replay writes each gradient
-where the last one was kept), in a data-parallel run, and for a model whose loss sets attributes in Python (LightGCN
-drops its cached embeddings there; a replay runs no Python). A loss that cannot be recorded
+where the last one was kept), in a data-parallel run, and for a model whose loss sets attributes
+in Python (LightGCN drops its cached embeddings there; a replay runs no Python). A loss that cannot be recorded
 (it reads a value back to the host) is found at its first recording: its batches then run eagerly.
 """
 
