@@ -4,7 +4,7 @@ torch's CPU generator draws a dropout mask one value after another (Mersenne Twi
 a value on one core whatever the thread count): 30-36% of the main job's training step on this
 project's CPU, eager or compiled (docs/fast.md). With `fast_dropout: auto` (or `numpy`) on a CPU,
 each `torch.nn.Dropout` of the model draws its keep mask from numpy's SFC64 bit generator instead
-(`numpy.random.SFC64`: 64 random bits a call, about 1 ns a mask value), seeded for each call by one
+(`numpy.random.SFC64`: 64 random bits a call, about 2 ns a mask value), seeded for each call by one
 draw from torch's generator. So:
 
 - a seed still gives one run, and a resumed run draws what the uninterrupted one drew (torch's
