@@ -89,6 +89,10 @@ def test_a_killed_sweep_finishes_on_rerun_with_every_row_once_and_nothing_traine
     assert in_flight and in_flight <= interrupted, {p.name: _status(p) for p in in_flight}
     done_before = {p: p.stat().st_mtime_ns for p in sweep_dir.rglob("best.pth") if _ok(p.parents[1])}
     assert 3 <= len(done_before) < 8
+    # the other worker may have been stopped in a cell it had just begun, before its training started
+    starts_before = {path.parent: _starts(log) for path, log in _run_logs(sweep_dir).items()}
+    finished_before = {run_dir for run_dir in starts_before if _ok(run_dir)}
+    assert all(starts_before[run_dir] == 1 for run_dir in in_flight)
 
     again = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
 
@@ -97,12 +101,17 @@ def test_a_killed_sweep_finishes_on_rerun_with_every_row_once_and_nothing_traine
     assert len(rows) == 8 and len({r["cell"] for r in rows}) == 8 and {r["status"] for r in rows} == {"ok"}
     assert all(p.stat().st_mtime_ns == mtime for p, mtime in done_before.items())  # finished cells not retrained
     for path, log in _run_logs(sweep_dir).items():
-        # a cell the kill interrupted starts once more: at its last.pth, or at epoch 0 when none was saved yet
-        starts = log.count("trainable parameters, device")  # the line each start of training logs
-        assert starts == (2 if path.parent in interrupted else 1), path
+        # a cell the kill interrupted starts once more: at its last.pth, or at epoch 0 when none was saved yet;
+        # a finished cell does not start again, and a cell the kill never reached starts once
+        more = 0 if path.parent in finished_before else 1
+        assert _starts(log) == starts_before.get(path.parent, 0) + more, path
         epochs = [row["epoch"] for row in read_history(path.parent / "history.jsonl")]
         assert epochs == list(range(-1, len(epochs) - 1)), path  # every epoch once: none trained twice
     assert f"{len(done_before)} skipped" in again.stdout
+
+
+def _starts(log):
+    return log.count("trainable parameters, device")  # the line each start of training logs
 
 
 def _status(run_dir):
