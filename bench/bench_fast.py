@@ -63,13 +63,13 @@ class _FirstBatches:
         return min(self.n, len(self.loader))
 
 
-def one_run(fast: bool, model: str, dataset: str, epochs: int, max_batches: int | None, data_path: str | None,
-            workdir: Path, precision: str = "auto", limits: bool = True, cache: str | None = None,
-            dropout: str = "auto") -> dict:
+def build(fast: bool, model: str, dataset: str, data_path: str | None, workdir: Path, precision: str = "auto",
+          limits: bool = True, dropout: str = "auto"):
+    """RecBole's config, data and model as a run builds them, in `workdir`, and CustomTrainer over them:
+    (trainer, train loader, validation loader). Set TORCHINDUCTOR_CACHE_DIR before calling."""
     import os
 
     os.chdir(workdir)
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache or str(workdir / "compile-cache")  # cold unless --warm-cache
     import torch
     from recbole.config import Config
     from recbole.data import create_dataset, data_preparation
@@ -103,6 +103,16 @@ def one_run(fast: bool, model: str, dataset: str, epochs: int, max_batches: int 
     trainer = CustomTrainer(config, model_class(model)(config, train._dataset))
     trainer.eval_collector.data_collect(train)
     assert not torch.is_anomaly_enabled(), "anomaly detection on: the model was not built as runs build it"
+    return trainer, train, valid
+
+
+def one_run(fast: bool, model: str, dataset: str, epochs: int, max_batches: int | None, data_path: str | None,
+            workdir: Path, precision: str = "auto", limits: bool = True, cache: str | None = None,
+            dropout: str = "auto") -> dict:
+    import os
+
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache or str(workdir / "compile-cache")  # cold unless --warm-cache
+    trainer, train, valid = build(fast, model, dataset, data_path, workdir, precision, limits, dropout)
     batches = len(train)
     loader = _FirstBatches(train, max_batches) if max_batches and max_batches < batches else train
     scale = batches / len(loader)
@@ -201,9 +211,10 @@ def main(argv=None) -> int:
         for exact, fast in _measured(case, args):
             s = summary(exact, fast)
             model, dataset = case.split(":")
+            once = _once(format(s['compile'], '.1f'), fast), _once(_epochs(s['repaid_after']), fast)
             print(f"| {model} | {dataset} | {exact['batches']} ({exact['timed_batches']}) | {s['exact_epoch']:.2f} | "
-                      f"{s['fast_epoch']:.2f} | {s['epoch_speedup']:.2f}x | {s['exact_eval']:.2f} | {s['fast_eval']:.2f} | "
-                  f"{s['eval_speedup']:.2f}x | {_once(format(s['compile'], '.1f'), fast)} | {_once(_epochs(s['repaid_after']), fast)} | {fast['plan']} |", flush=True)
+                  f"{s['fast_epoch']:.2f} | {s['epoch_speedup']:.2f}x | {s['exact_eval']:.2f} | {s['fast_eval']:.2f} | "
+                  f"{s['eval_speedup']:.2f}x | {once[0]} | {once[1]} | {fast['plan']} |", flush=True)
     return 0
 
 

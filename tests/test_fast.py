@@ -248,6 +248,28 @@ def test_compiled_code_drops_out_what_eager_code_drops_out():
     assert torch.allclose(compiled, eager, atol=1e-6) and (eager == 0).any()
 
 
+class _Normed(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear, self.norm, self.scale = torch.nn.Linear(4, 4), torch.nn.LayerNorm(4, eps=1e-12), 0.5
+
+    def calculate_loss(self, x):
+        return (self.norm(self.linear(x)) / self.scale).sum()
+
+
+def test_a_models_float_attributes_are_compiled_as_constants_in_one_capture():
+    """LayerNorm's eps traced as a symbol made dynamo capture the main job's loss twice (docs/fast.md)."""
+    from torch._dynamo.utils import compilation_time_metrics  # torch's record of each capture attempt
+
+    model = _Normed()
+    accelerate(model, FastPlan("fp32", compile=True))
+    retries = len(compilation_time_metrics.get("compile_attempt_1", []))
+    x = torch.randn(6, 4)
+    model.calculate_loss(x).backward()
+    assert len(compilation_time_metrics.get("compile_attempt_1", [])) == retries
+    assert torch.allclose(model.calculate_loss(x), (model.norm(model.linear(x)) / 0.5).sum(), atol=1e-4)
+
+
 def test_a_compiler_failure_falls_back_to_eager_with_one_line(caplog):
     from torch._dynamo.exc import BackendCompilerFailed
 

@@ -92,6 +92,10 @@ def test_fast_mode_is_named_in_the_comparison():
     numpy_masks = {"fast": {**fast["fast"], "dropout": "numpy"}}
     assert explain(fast, numpy_masks, {}, {}) == [
         "fast mode differs: bf16, compiled then, bf16, compiled, numpy's dropout masks now (documentation: Fast mode)"]
+    ran_exactly = {"fast": {"precision": "fp32", "compile": False, "reason": "GRU4Rec runs exactly on cpu"}}
+    assert explain(ran_exactly, {}, {}, {}) == []  # --fast whose plan changed nothing ran as exact mode does
+    assert explain(fast, ran_exactly, {}, {}) == [
+        "fast mode differs: bf16, compiled then, exact now (documentation: Fast mode)"]
 
 
 def test_a_gpu_run_without_deterministic_is_compared_within_its_tolerance():

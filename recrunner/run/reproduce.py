@@ -33,6 +33,7 @@ from .preparation import Experiment, Workspace
 from .record import RunRecord, Status
 from ..core.layout import OutputPaths, RunPaths
 from ..core.docs import page
+from ..training.fast.plan import FastPlan
 
 # A GPU run without `deterministic: true` repeats to within its kernels' summation order: two runs of
 # configs/quick.yaml on an H200 differed in the 9th significant digit of a loss and not in any
@@ -138,7 +139,7 @@ def explain(original: dict, reproduced: dict, original_config: dict, reproduced_
     then_fast, now_fast = _fast_text(original.get("fast")), _fast_text(reproduced.get("fast"))
     if then_fast != now_fast:
         lines.append(f"fast mode differs: {then_fast} then, {now_fast} now ({page('fast')})")
-    elif original.get("fast"):
+    elif now_fast != "exact":
         lines.append(f"both ran in fast mode ({now_fast}): its numbers repeat on one machine and torch version, not across them")
     for side in ("recrunner", "configs"):
         then = ((original.get("git") or {}).get(side) or {})
@@ -221,10 +222,7 @@ def _config(run_dir: Path) -> dict:
 
 
 def _fast_text(plan: dict | None) -> str:
-    if not plan:
-        return "exact"
-    masks = ", numpy's dropout masks" if plan.get("dropout") == "numpy" else ""
-    return f"{plan.get('precision')}, {'compiled' if plan.get('compile') else 'eager'}{masks}"
+    return FastPlan.stored(plan).settings() if plan else "exact"
 
 
 def _same(a, b, tolerance: float | None = None) -> bool:

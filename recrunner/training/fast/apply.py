@@ -84,6 +84,7 @@ def accelerate(model: torch.nn.Module, plan: FastPlan) -> list[str]:
         return []
     if plan.compile:
         _eager_random()
+        _constant_floats()
     wrapped = []
     for name in METHODS:
         method = getattr(model, name, None)
@@ -107,6 +108,22 @@ def _eager_random() -> None:
     import torch._inductor.config as inductor
 
     inductor.fallback_random = True
+
+
+def _constant_floats() -> None:
+    """The compiler takes a model's float attributes (LayerNorm's eps, dropout's p, attention's scale) as
+    the constants they are, with shapes still dynamic.
+
+    Under `dynamic=True` torch traces each as a symbol, then finds it must be a constant (layer_norm's eps
+    is) and captures the whole loss again. A second capture is what a filled cache cannot spare: the
+    main job's loss compiled from it in 10.5-12.1 s with symbols, 3.7-4.6 s with constants, on this
+    project's CPU (bench/bench_compile.py, docs/fast.md). RecBole's models change no float attribute
+    while training (ints, such as MultiVAE's step count, are constants either way). A process-wide
+    dynamo setting; exact runs compile nothing, so it leaves them alone.
+    """
+    import torch._dynamo.config as dynamo
+
+    dynamo.specialize_float = True
 
 
 def scaled_loss(loss_method, scaler):

@@ -34,16 +34,18 @@ and says what it changed. What it does, and the one place each decision is made:
 Compiling: with dynamic shapes, one graph for every batch size (RecBole's last batch, evaluation
 batches of any size), so which code runs a batch never depends on what ran before: a resumed
 fast run computes what the uninterrupted one did. So no batch is padded or dropped for static
-shapes. With `fast_cuda_graphs: true` on a GPU the compiled training loss (forward and backward)
-is replayed as CUDA graphs (torch.compile's `reduce-overhead`), one recorded per batch size, the
-same kernels with one launch; scoring is not (its outputs outlive the next call). A function the
-compiler cannot handle runs eagerly in the chosen precision (one log line).
+shapes. A model's float attributes (LayerNorm's eps, dropout's p) are compiled as constants, so the
+loss is captured once, not twice (apply.py, `_constant_floats`). With `fast_cuda_graphs: true` on a
+GPU the compiled training loss (forward and backward) is replayed as CUDA graphs (torch.compile's
+`reduce-overhead`), one recorded per batch size, the same kernels with one launch; scoring is not
+(its outputs outlive the next call). A function the compiler cannot handle runs eagerly in the
+chosen precision (one log line).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import torch
@@ -81,16 +83,31 @@ class FastPlan:
         return self.dtype is None and not self.compile
 
     def describe(self) -> str:
+        """The run's log line: the plan and why."""
         if self.changes_nothing:
             return f"fast mode: loss and scores exact ({self.reason})"
+        return f"fast mode: {self.settings()} ({self.reason})"
+
+    def settings(self) -> str:
+        """The plan in words, for the log line, resume refusals and `recrunner reproduce` (the one place):
+        "bf16, compiled, numpy's dropout masks"; "exact" for a plan that changes nothing."""
+        if self.changes_nothing:
+            return "exact"
         parts = [self.precision] + (["compiled"] if self.compile else ["eager"]) + (["grad scaler"] if self.scaler else [])
         parts += ["scoring eager"] if self.compile and not self.compile_scoring else []
         parts += ["CUDA graphs"] if self.cuda_graphs else []
         parts += ["numpy's dropout masks"] if self.dropout == "numpy" else []
-        return f"fast mode: {', '.join(parts)} ({self.reason})"
+        return ", ".join(parts)
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def stored(cls, plan: dict) -> FastPlan:
+        """The plan a last.pth or metrics.json holds (`as_dict`); a key an older recrunner did not write
+        takes the value of its time (scoring compiled with the loss, torch's dropout masks)."""
+        names = {field.name for field in fields(cls)}
+        return cls(**{name: value for name, value in plan.items() if name in names})
 
 
 def choose(*, precision: str = "auto", compile="auto", device_type: str = "cpu", native_bf16: bool = False,
@@ -251,12 +268,10 @@ def same_plan_key(plan: dict | None) -> tuple | None:
     generator (a plan saved before numpy's masks drew torch's)."""
     if not plan:
         return None
-    stored = FastPlan(plan.get("precision", "fp32"), bool(plan.get("compile")), bool(plan.get("scaler")),
-                      bool(plan.get("compile_scoring", True)))
+    stored = FastPlan.stored(plan)
     if stored.changes_nothing:
         return None
-    return (stored.precision, stored.compile, stored.scaler, stored.compile and stored.compile_scoring,
-            plan.get("dropout", "torch"))
+    return (stored.precision, stored.compile, stored.scaler, stored.compile and stored.compile_scoring, stored.dropout)
 
 
 def plan_text(key: tuple | None) -> str:
@@ -264,6 +279,5 @@ def plan_text(key: tuple | None) -> str:
     if key is None:
         return "exactly (no fast mode)"
     precision, compiled, scaler, scoring, masks = key
-    extras = (", grad scaler" if scaler else "") + (", scoring eager" if compiled and not scoring else "")
-    extras += ", numpy's dropout masks" if masks == "numpy" else ""
-    return f"in fast mode ({precision}, {'compiled' if compiled else 'eager'}{extras})"
+    plan = FastPlan(precision, compiled, scaler, compile_scoring=scoring or not compiled, dropout=masks)
+    return f"in fast mode ({plan.settings()})"
