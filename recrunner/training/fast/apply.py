@@ -118,8 +118,9 @@ def _constant_floats() -> None:
     is) and captures the whole loss again. A second capture is what a filled cache cannot spare: the
     main job's loss compiled from it in 10.5-12.1 s with symbols, 3.7-4.6 s with constants, on this
     project's CPU (bench/bench_compile.py, docs/fast.md). RecBole's models change no float attribute
-    while training (ints, such as MultiVAE's step count, are constants either way). A process-wide
-    dynamo setting; exact runs compile nothing, so it leaves them alone.
+    while training. Int attributes were constants before and still are (MultiVAE's step count, which
+    its loss raises, recompiles it every step: docs/fast.md, Not done yet). A process-wide dynamo
+    setting; exact runs compile nothing, so it leaves them alone.
     """
     import torch._dynamo.config as dynamo
 
