@@ -10,8 +10,9 @@ joined by "+" run at the same time: only steps that time nothing should share th
           loss (history.jsonl) and every user's test metrics (test_per_user.npz) compared
   tests   the tests that touch devices (resume, equivalence, fast, steps, checkpoints, interrupts,
           devices) with the device visible
-  fast    the main job with --fast, 3 epochs; on a GPU again with its step recorded as CUDA graphs
-          (cuda_graph_step: true), and with torch.compile's (fast_cuda_graphs: true)
+  fast    the main job with --fast, 3 epochs (on a GPU its step recorded as CUDA graphs: cuda_graph_step
+          auto); on a GPU again with the eager step (cuda_graph_step: false, its compile from the
+          cache), and with torch.compile's CUDA graphs (fast_cuda_graphs: true)
   profile where a batch's time goes (bench/profile_batches.py) in exact and fast mode (on a GPU also
           with its step recorded as CUDA graphs): wall time,
           GPU kernel time, kernels launched and host waits per batch, the operators with the most host
@@ -25,7 +26,8 @@ joined by "+" run at the same time: only steps that time nothing should share th
   models  GRU4Rec, BPR and LightGCN at RecBole's sizes, 2 epochs exact, batches built on the GPU and
           on the host (GRU4Rec and BPR also with their step from CUDA graphs, BPR and LightGCN also
           with --fast: validation 256 users a batch): seconds per epoch, test metrics equal
-  cells   4 seeds of the quick job at once on one GPU (--gpus 0,0,0,0 --workers 4) against one at a time
+  cells   4 seeds of the quick job at once on one GPU (--gpus 0,0,0,0 --workers 4) against one at a time:
+          the commands' seconds, and the cells' from the first start to the last end (sweep.jsonl)
 Every compile time says whether the compiler's cache (the runs folder's, which all steps share) was
 empty: the first compiling step's is the cold compile, a later one's mostly reads the cache.
 Then one table: OUT/gpu_check.md (and .json), rewritten after every step, so a check cut short by
@@ -274,7 +276,8 @@ def recorded(check: Check, sweep: str) -> dict:
             "test": record.get("test") or {}, "peak_mb": (record.get("device") or {}).get("peak_memory_mb"),
             "status": record["status"], "compile_seconds": record.get("compile_seconds"),
             "fast_plan": _plan((record.get("provenance") or {}).get("fast")),
-            "graphs": [line.split("cuda_graph_step: ", 1)[1] for line in _log(metrics.parent) if "cuda_graph_step: " in line]}
+            "graphs": [found.group(1) for line in _log(metrics.parent)
+                       if (found := re.search(r"cuda_graph_step(?: \(auto\))?: (.*)", line))]}
 
 
 def _log(run_dir: Path) -> list[str]:
@@ -366,21 +369,21 @@ def graph_step(check: Check) -> dict:
 def fast(check: Check) -> dict:
     job = {**check.job(3), **({"fast_compile": False, "fast_precision": "bf16"} if check.tiny else {})}  # CI's CPU: no minute of compiling
     cache = _cache(check)
-    run, busy = check.timed_run("main-fast", job, "--fast", timeout=420)
+    run, busy = check.timed_run("main-fast", job, "--fast", timeout=420)  # on a GPU its step from CUDA graphs (auto)
     rows = {"--fast, plan": run.get("fast_plan", ""), "--fast, s/epoch": _seconds(run),
             "--fast, s/epoch training": _seconds(run, "train_seconds"), "--fast, GPU busy": busy.text(),
             "--fast, peak memory": _mb(run.get("peak_mb")), "--fast, compile s": _compile(run, cache),
             "--fast, test ndcg@10": str(run.get("test", {}).get("ndcg@10"))}
     if not check.gpu:  # CUDA graphs exist on a GPU only
         return rows
-    cache = _cache(check)  # the compiled loss recorded by cuda_graph_step (loop/graphs.py), the cache filled above
-    step, step_busy = check.timed_run("main-fast-step-graphs", {**job, "cuda_graph_step": True}, "--fast", timeout=420)
-    rows.update({"--fast, step from CUDA graphs, s/epoch": _seconds(step),
-                 "--fast, step from CUDA graphs, s/epoch training": _seconds(step, "train_seconds"),
-                 "--fast, step from CUDA graphs, GPU busy": step_busy.text(),
-                 "--fast, step from CUDA graphs, compile s": _compile(step, cache),
-                 "--fast, step from CUDA graphs, test metrics": _agree(step, run, "equal to --fast's"),
-                 "--fast, step from CUDA graphs, its log": "; ".join(step.get("graphs") or []) or "no cuda_graph_step line"})
+    rows["--fast, its step"] = "; ".join(run.get("graphs") or []) or "no cuda_graph_step line"
+    cache = _cache(check)  # the same compiled loss, eager: the cache filled above
+    step, step_busy = check.timed_run("main-fast-eager-step", {**job, "cuda_graph_step": False}, "--fast", timeout=420)
+    rows.update({"--fast, eager step, s/epoch": _seconds(step),
+                 "--fast, eager step, s/epoch training": _seconds(step, "train_seconds"),
+                 "--fast, eager step, GPU busy": step_busy.text(),
+                 "--fast, eager step, compile s": _compile(step, cache),
+                 "--fast, eager step, test metrics": _agree(step, run, "equal to --fast's")})
     cache = _cache(check)
     graphs, graphs_busy = check.timed_run("main-fast-graphs", {**check.job(3), "fast_cuda_graphs": True}, "--fast", timeout=420)
     return {**rows, "--fast with CUDA graphs, s/epoch": _seconds(graphs),
@@ -430,14 +433,30 @@ def cells(check: Check) -> dict:
                                 "fixed": {**(TINY if check.tiny else QUICK), "epochs": 10 if check.gpu else 2}}))
     together = ["--workers", "4", "--gpus", "0,0,0,0"] if check.gpu else ["--workers", "2"]
     alone = ["--workers", "1", "--gpus", "0"] if check.gpu else ["--workers", "1"]
-    times = {}
+    times, spans = {}, {}
     for name, flags in (("one at a time", alone), ("at once", together)):
         start = time.perf_counter()
-        code = check.recrunner(["--grid", str(grid), "--name", f"cells-{name.split()[-1]}", *flags], 400, f"cells-{name}")
+        sweep = f"cells-{name.split()[-1]}"
+        code = check.recrunner(["--grid", str(grid), "--name", sweep, *flags], 400, f"cells-{name}")
         times[name] = time.perf_counter() - start if code == 0 else None
+        record = check.out / "runs" / sweep / "sweep.jsonl"
+        spans[name] = cells_span(record.read_text().splitlines()) if code == 0 and record.is_file() else None
     one, both = times["one at a time"], times["at once"]
     ratio = f"{one / both:.2f}x the throughput" if one and both else "FAILED (see logs/)"
-    return {"4 cells, one at a time": _s(one), "4 cells at once": f"{_s(both)} ({ratio})"}
+    rows = {"4 cells, one at a time": _s(one), "4 cells at once": f"{_s(both)} ({ratio})"}
+    if spans["one at a time"] and spans["at once"]:  # without the command's start: its Python, the workers' imports
+        rows["4 cells, first start to last end"] = (f"{spans['one at a time']:.1f} s one at a time, "
+                                                   f"{spans['at once']:.1f} s at once "
+                                                   f"({spans['one at a time'] / spans['at once']:.2f}x)")
+    return rows
+
+
+def cells_span(lines: list[str]) -> float | None:
+    """Seconds from a sweep's first cell started to its last one finished, from its sweep.jsonl (pure)."""
+    records = [json.loads(line) for line in lines if line.strip()]
+    started = [r["t"] for r in records if r.get("state") == "running"]
+    ended = [r["t"] for r in records if r.get("state") in ("ok", "failed")]
+    return max(ended) - min(started) if started and ended else None
 
 
 def profile(check: Check) -> dict:
@@ -445,10 +464,10 @@ def profile(check: Check) -> dict:
     trace into traces/."""
     rows = {}
     tiny_fast = {"fast_compile": False, "fast_precision": "bf16"} if check.tiny else {}
-    graphed = (("--fast, step from CUDA graphs", "profile-fast-graphs", {"fast": True, "cuda_graph_step": True}),) \
+    graphed = (("--fast, step from CUDA graphs", "profile-fast-graphs", {"fast": True}),) \
         if check.gpu else ()  # exact mode's graphed step: its kernels alone take 8.4 of its 9.2 ms (the H200)
-    for name, log, extra in (("exact", "profile-exact", {}), ("--fast", "profile-fast", {"fast": True, **tiny_fast}),
-                             *graphed):
+    for name, log, extra in (("exact", "profile-exact", {}),
+                             ("--fast", "profile-fast", {"fast": True, "cuda_graph_step": False, **tiny_fast}), *graphed):
         cache = _cache(check)
         (check.out / "traces").mkdir(exist_ok=True)
         code, found = check.python(  # each its own sweep: cuda_graph_step is not part of a run's identity

@@ -36,6 +36,7 @@ def test_the_gpu_check_runs_on_a_cpu_at_tiny_sizes_and_every_promise_holds(tmp_p
         whole, training = (table[f"{key}, s/epoch{what}"].split(", ") for what in ("", " training"))
         assert len(whole) == len(training) and all(0 < float(t) <= float(w) for t, w in zip(training, whole))
     assert (tmp_path / "gpu_check.md").read_text().startswith("# GPU check on CPU")
+    assert re.fullmatch(r"[\d.]+ s one at a time, [\d.]+ s at once \([\d.]+x\)", table["4 cells, first start to last end"])
     for mode in ("exact", "--fast"):  # bench/profile_batches.py: on a CPU, wall time and the operators
         assert re.fullmatch(r"[\d.]+ ms wall; host: operators [\d.]+ ms", table[f"profile {mode}, per batch"])
         assert "mm " in table[f"profile {mode}, top host ops"]
@@ -62,6 +63,16 @@ def test_a_run_the_budget_stopped_is_named_so_and_not_a_failure():
     assert check._compile({"status": "ok", "compile_seconds": 89.6}, "cold: the cache was empty") == \
         "90 s (cold: the cache was empty)"
     assert check._compile({"status": "ok", "compile_seconds": None}, "cold: the cache was empty") == "not compiled"
+
+
+def test_the_cells_span_from_the_first_start_to_the_last_end_of_a_sweep_record():
+    check = _module("gpu_check")
+    lines = [json.dumps(record) for record in (
+        {"t": 10.0, "cell": "a", "state": "pending"}, {"t": 10.5, "cell": "a", "state": "running"},
+        {"t": 18.0, "cell": "b", "state": "running"}, {"t": 23.0, "cell": "a", "state": "ok", "seconds": 5.0},
+        {"t": 24.5, "cell": "b", "state": "failed"})] + [""]
+    assert check.cells_span(lines) == 14.0  # 10.5 to 24.5: the pending line is not a start
+    assert check.cells_span(lines[:3]) is None  # nothing finished
 
 
 class _Event:

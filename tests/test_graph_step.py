@@ -1,10 +1,11 @@
-"""The training step replayed from CUDA graphs (`cuda_graph_step: true`, recrunner.training.loop.graphs):
+"""The training step replayed from CUDA graphs (`cuda_graph_step`, recrunner.training.loop.graphs):
 the same batches, dropout draws and weights as the eager step. CI has no GPU: the recording is
 stood in for on a CPU by `rehearsed`, which runs make_graphed_callables' warm-up and recording
 passes (they draw dropout and move running statistics) and returns the eager module; the last test
 records real graphs where CUDA is present (bench/gpu_check.py's tests step)."""
 
 import logging
+import random
 
 import pytest
 import torch
@@ -12,7 +13,10 @@ import torch
 from recrunner import Experiment, Workspace, run_experiment
 from recrunner.training.callbacks.history import read_history
 from recrunner.training.loop import graphs
-from recrunner.training.loop.graphs import GraphedLoss, MAX_GRAPHS, python_state_set, refusal, signature
+from recrunner.core.errors import ConfigError
+from recrunner.training.fast.plan import FastPlan
+from recrunner.training.loop.graphs import (GraphedLoss, MAX_GRAPHS, graphed_loss, host_random, python_state_set, refusal,
+                                            signature, tried)
 
 from .conftest import TINY_SASREC
 
@@ -69,6 +73,15 @@ def test_a_model_whose_loss_sets_attributes_in_python_is_found_from_its_source()
     assert python_state_set(Tiny) == []
 
 
+def test_a_model_that_draws_from_pythons_or_numpys_generator_is_found_from_its_source():
+    from recbole.model.general_recommender import BPR, LINE
+    from recbole.model.sequential_recommender import FEARec, GRU4Rec, SASRec
+
+    assert host_random(FEARec) == ["random.choice"]  # a same-target sequence, drawn in its loss
+    assert host_random(LINE) == ["np.random.shuffle", "random.random"]  # which side it samples, each batch
+    assert host_random(SASRec) == host_random(GRU4Rec) == host_random(BPR) == host_random(Tiny) == []
+
+
 def test_the_step_is_graphed_only_where_it_stays_the_same_step():
     base = dict(device_type="cuda", model="SASRec", fast_graphs=False, amp=False, accumulation=1, processes=False,
                 state_set=[])
@@ -78,9 +91,55 @@ def test_the_step_is_graphed_only_where_it_stays_the_same_step():
     assert "a gradient scaler (enable_scaler, fp16)" in refusal(**{**base, "amp": True})
     assert "gradient_accumulation_steps" in refusal(**{**base, "accumulation": 2})
     assert "data-parallel" in refusal(**{**base, "processes": True})
+    assert refusal(**{**base, "model": "FEARec", "draws": ["random.choice"]}) == (
+        "FEARec draws from Python's or numpy's generator in its source (random.choice), which a replayed graph would not "
+        "draw again; the step runs eagerly")
     assert refusal(**{**base, "model": "LightGCN", "state_set": ["restore_item_e", "restore_user_e"]}) == (
         "LightGCN's loss sets self.restore_item_e, self.restore_user_e in Python, which a replayed graph would "
         "not; the step runs eagerly")
+
+
+def test_auto_records_the_step_in_fast_mode_only():
+    assert tried("auto", fast=True) and not tried("auto", fast=False)  # exact mode's step stays RecBole's
+    assert tried(True, fast=False) and tried(True, fast=True)
+    assert not tried(False, fast=True)
+    with pytest.raises(ConfigError, match="cuda_graph_step must be auto, true or false, got 'yes'"):
+        tried("yes", fast=True)
+
+
+class _Jitter(torch.nn.Module):
+    """A layer that draws from Python's generator in its forward: a replay would keep one draw."""
+
+    def forward(self, x):
+        return x * (1 + random.random())
+
+
+def _trainer(asked, fast, device="cuda", model=None):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(config={"cuda_graph_step": asked}, fast=fast, device=torch.device(device),
+                           model=model or Tiny(), enable_amp=False, enable_scaler=False, grad_scaler=None,
+                           accumulation_steps=1, world=None)
+
+
+def test_what_a_run_says_where_its_step_is_not_recorded(caplog):
+    compiled, exact_plan = FastPlan("bf16", compile=True), FastPlan()
+    with caplog.at_level(logging.INFO, logger="recrunner"):
+        assert graphed_loss(_trainer("auto", None)) is None  # exact mode: nothing tried, nothing said
+        assert graphed_loss(_trainer("auto", exact_plan)) is None  # a fast plan that changes nothing is exact
+        assert graphed_loss(_trainer("auto", compiled, device="cpu")) is None  # auto on a CPU: silent
+        assert graphed_loss(_trainer("auto", FastPlan("bf16", compile=True, cuda_graphs=True))) is None
+        assert graphed_loss(_trainer(True, None, device="cpu")) is None
+        jittery = Tiny()
+        jittery.jitter = _Jitter()  # a layer's draws count as the model's
+        assert graphed_loss(_trainer("auto", compiled, model=jittery)) is None
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("INFO", "cuda_graph_step (auto): fast_cuda_graphs replays the compiled loss already; the step is not "
+                 "recorded twice"),
+        ("WARNING", "cuda_graph_step: CUDA graphs need a CUDA device; Tiny trains eagerly on cpu"),
+        ("INFO", "cuda_graph_step (auto): Tiny draws from Python's or numpy's generator in its source (random.random), "
+                 "which a replayed graph would not draw again; the step runs eagerly")]
+    assert isinstance(graphed_loss(_trainer("auto", compiled)), GraphedLoss)  # fast mode on a GPU: recorded
 
 
 def test_a_graph_is_for_one_shape_of_batch():
@@ -164,16 +223,17 @@ def test_a_run_with_its_step_graphed_trains_the_same_numbers(workspace, tmp_path
 
 def test_fast_mode_records_its_own_loss_with_the_same_numbers(workspace, tmp_path, monkeypatch):
     """In fast mode the step recorded is fast mode's loss (bf16 here, uncompiled: quick on a CPU), its
-    precision applied inside the recording; the recording stood in for as a GPU would make it."""
+    precision applied inside the recording; the recording stood in for as a GPU would make it. Fast
+    mode records it without being asked (`cuda_graph_step: auto`); `false` keeps the eager step."""
     params = {**TINY_SASREC, "train_batch_size": 512, "epochs": 1, "fast": True, "fast_precision": "bf16",
               "fast_compile": False}
-    fast = run_experiment(Experiment("SASRec", "ml-100k", params), workspace, console=False)
+    fast = run_experiment(Experiment("SASRec", "ml-100k", {**params, "cuda_graph_step": False}), workspace,
+                          console=False)
     real = graphs.refusal
     monkeypatch.setattr(graphs, "refusal", lambda **kw: real(**{**kw, "device_type": "cuda"}))  # as on a GPU
     monkeypatch.setattr(torch.cuda, "make_graphed_callables", rehearsed)
     other = Workspace(tmp_path / "graphed", workspace.data_path, workspace.config_dir)
-    graphed = run_experiment(Experiment("SASRec", "ml-100k", {**params, "cuda_graph_step": True}), other,
-                             console=False)
+    graphed = run_experiment(Experiment("SASRec", "ml-100k", params), other, console=False)  # auto
     assert _losses(graphed) == _losses(fast) and graphed.test == fast.test
     log = (graphed.run_dir / "run.log").read_text()
     assert "fast mode: bf16, eager" in log and "cuda_graph_step: recorded SASRec's loss" in log

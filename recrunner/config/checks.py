@@ -58,7 +58,7 @@ def impossible_values(params: Mapping[str, Any]) -> list[str]:
                 problems.append(f"fast_precision {value!r} is not a precision; choose one of {', '.join(FAST_PRECISIONS)}")
             if key == "fast_dropout" and value not in FAST_DROPOUTS:
                 problems.append(f"fast_dropout {value!r} is not a generator of masks; choose one of {', '.join(FAST_DROPOUTS)}")
-            if key in ("fast_compile", "fast_cuda_graphs") and value not in ("auto", True, False):
+            if key in ("fast_compile", "fast_cuda_graphs", "cuda_graph_step") and value not in ("auto", True, False):
                 problems.append(f"{key} {value!r} must be auto, true or false")
             unknown = [m for m in numbers if key == "metrics" and METRICS and str(m).lower() not in METRICS]
             if unknown:

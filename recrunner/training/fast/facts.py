@@ -87,8 +87,9 @@ FACTS: dict[str, tuple[Fact, ...]] = {
     "SASRec": (_cpu("speed", "accelerate", "2.41x an epoch on ml-100k with numpy's dropout masks (59.4 s against "
                                            "143.3 s; 1.16x with torch's), 1.40x on ml-1m with torch's"),
                _cpu("quality", "fp32 unless asked", "trained in bf16, its 3 seeds' test MRR@10 left the exact range"),
-               Fact("speed", "accelerate", "cuda", H200, "bf16 and compiled, an epoch of the main job took 3.24-3.50 s "
-                                                         "against exact mode's 4.31-4.50 s; fp32 compiled was slower "
+               Fact("speed", "accelerate", "cuda", H200, "bf16 and compiled, its step from CUDA graphs, an epoch of the "
+                                                         "main job took 1.51-1.58 s against exact mode's 4.29-4.60 s "
+                                                         "(3.76-4.48 s with the eager step); fp32 compiled was slower "
                                                          "than exact mode")),
     "BERT4Rec": (_cpu("speed", "accelerate", "1.92x an epoch on ml-100k with numpy's dropout masks (83.5 s against "
                                              "160.6 s; 1.27x with torch's), 1.71x on ml-1m with torch's"),
