@@ -24,10 +24,11 @@ A batch of another shape (an epoch's last, shorter batch) runs eagerly; at most 
 shapes are recorded. The step is not graphed, and one line says why, where it cannot be the same
 step: on a CPU, with `fast_cuda_graphs` (the compiled loss is replayed already), with RecBole's
 autocast or a gradient scaler (fp16), with gradient accumulation (a replay writes each gradient
-where the last one was kept), in a data-parallel run, for a model whose loss sets attributes
-in Python (LightGCN drops its cached embeddings there; a replay runs no Python), and for one that
-draws from Python's or numpy's generator (`host_random`: a replay keeps the recording's draws). A loss that cannot be recorded
-(it reads a value back to the host) is found at its first recording: its batches then run eagerly.
+where the last one was kept), in a data-parallel run, for a model whose loss sets attributes in
+Python (LightGCN drops its cached embeddings there; a replay runs no Python), and for one that draws
+from Python's or numpy's generator (`host_random`: a replay keeps the recording's draws). A loss
+that cannot be recorded (it reads a value back to the host) is found at its first recording: its
+batches then run eagerly.
 """
 
 from __future__ import annotations
@@ -73,10 +74,10 @@ _HOST_RANDOM = re.compile(r"\b(?:np|numpy)\.random\.\w+|(?<![\w.])random\.\w+(?=
 
 def host_random(*classes) -> list[str]:
     """The draws from Python's or numpy's generator in the source of `classes` (a model's, and its
-    layers') and their bases, torch's excepted (pure over their source; sorted). A replayed graph keeps the values drawn when
-    it was recorded (FEARec's `random.choice` of a same-target sequence, LINE's `random.random()`
-    choice of a side), so such a model's step stays eager; a model that draws only while it is built
-    loses the speed, not the numbers."""
+    layers') and their bases, torch's excepted (pure over their source; sorted). A replayed graph
+    keeps the values drawn when it was recorded (FEARec's `random.choice` of a same-target sequence,
+    LINE's `random.random()` choice of a side), so such a model's step stays eager; a model that
+    draws only while it is built loses the speed, not the numbers."""
     found = set()
     for cls in {base for cls in classes for base in cls.__mro__}:
         if cls.__module__.split(".")[0] in ("torch", "builtins"):
@@ -189,7 +190,7 @@ GRAPH_STEP_SETTINGS = ("auto", True, False)
 
 def tried(asked, *, fast: bool) -> bool:
     """Whether a run tries to record its step (pure): `true` in every mode, `auto` in fast mode (where
-    the host bounds a GPU's step: the main job's epoch trained 2.9x as fast on an H200), `false` never.
+    the host bounds a GPU's step: the main job's epoch trained 2.5-2.8x as fast on an H200), `false` never.
     Exact mode's step stays eager under `auto`: its fp32 kernels bound it, and recording gained it
     1.03-1.12x. `refusal` still decides whether the step can be recorded (a GPU, no scaler, ...)."""
     if asked not in GRAPH_STEP_SETTINGS:
