@@ -51,7 +51,7 @@ from pathlib import Path
 
 import torch
 
-from ...config.checks import FAST_PRECISIONS as PRECISIONS
+from ...config.checks import FAST_PRECISIONS as PRECISIONS, SWITCH
 from ...config.params import setting
 from ...core.errors import ConfigError
 from .dropout import dropout_choice
@@ -194,7 +194,7 @@ def own_full_sort(model_class) -> bool:
 def _check_settings(precision, compile) -> None:
     if precision not in PRECISIONS:
         raise ConfigError(f"fast_precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    if compile not in ("auto", True, False):
+    if compile not in SWITCH:
         raise ConfigError(f"fast_compile must be auto, true or false, got {compile!r}")
 
 
@@ -204,7 +204,7 @@ def graphs_choice(asked, compiled: bool, device_type: str) -> tuple[bool, str]:
     `fast_cuda_graphs: auto` is off: on an H200 the main job's epoch trained in 1.64-1.84 s with them,
     after 33 s more of compiling, against 1.46-1.48 s with the step recorded by the training loop
     (`cuda_graph_step: auto`, docs/fast.md); `true` turns them on where they exist: compiled code on a GPU."""
-    if asked not in ("auto", True, False):
+    if asked not in SWITCH:
         raise ConfigError(f"fast_cuda_graphs must be auto, true or false, got {asked!r}")
     if asked is not True:
         return False, ""

@@ -41,6 +41,7 @@ import textwrap
 
 import torch
 
+from ...config.checks import SWITCH
 from ...config.params import setting
 from ...core.errors import ConfigError
 
@@ -185,15 +186,12 @@ def _rows(key) -> str:
     return str(key[0][1][0]) if key and key[0][1] else "?"
 
 
-GRAPH_STEP_SETTINGS = ("auto", True, False)
-
-
 def tried(asked, *, fast: bool) -> bool:
     """Whether a run tries to record its step (pure): `true` in every mode, `auto` in fast mode (where
     the host bounds a GPU's step: the main job's epoch trained 2.5-2.8x as fast on an H200), `false` never.
     Exact mode's step stays eager under `auto`: its fp32 kernels bound it, and recording gained it
     1.03-1.12x. `refusal` still decides whether the step can be recorded (a GPU, no scaler, ...)."""
-    if asked not in GRAPH_STEP_SETTINGS:
+    if asked not in SWITCH:
         raise ConfigError(f"cuda_graph_step must be auto, true or false, got {asked!r}")
     return asked is True or (asked == "auto" and fast)
 
