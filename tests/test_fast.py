@@ -270,6 +270,33 @@ def test_a_models_float_attributes_are_compiled_as_constants_in_one_capture():
     assert torch.allclose(model.calculate_loss(x), (model.norm(model.linear(x)) / 0.5).sum(), atol=1e-4)
 
 
+class _Counting(torch.nn.Module):
+    """MultiVAE's pattern: the loss raises a step count, which its KL annealing reads."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear, self.update, self.anneal_steps = torch.nn.Linear(4, 4), 0, 10
+
+    def calculate_loss(self, x):
+        self.update += 1
+        return self.linear(x).sum() * min(1.0, self.update / self.anneal_steps)
+
+
+def test_a_loss_that_counts_its_steps_compiles_once_not_at_every_step(caplog):
+    from torch._dynamo.utils import counters as dynamo_counters
+
+    model = _Counting()
+    with caplog.at_level("INFO", logger="recrunner"):
+        accelerate(model, FastPlan("fp32", compile=True))
+    assert "_Counting's loss changes self.update, compiled as a symbol" in caplog.text
+    graphs = dynamo_counters["stats"]["unique_graphs"]
+    x = torch.randn(3, 4)
+    losses = [model.calculate_loss(x) for _ in range(4)]
+    assert dynamo_counters["stats"]["unique_graphs"] - graphs <= 2  # one per step (4) with the count a constant
+    assert model.update == 4
+    assert torch.allclose(losses[-1], model.linear(x).sum() * 0.4, atol=1e-5)
+
+
 def test_a_compiler_failure_falls_back_to_eager_with_one_line(caplog):
     from torch._dynamo.exc import BackendCompilerFailed
 

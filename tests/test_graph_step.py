@@ -15,7 +15,8 @@ from recrunner.training.callbacks.history import read_history
 from recrunner.training.loop import graphs
 from recrunner.core.errors import ConfigError
 from recrunner.training.fast.plan import FastPlan
-from recrunner.training.loop.graphs import (GraphedLoss, MAX_GRAPHS, graphed_loss, host_random, python_state_set, refusal,
+from recrunner.training.fast.source import host_random, set_in_loss
+from recrunner.training.loop.graphs import (GraphedLoss, MAX_GRAPHS, graphed_loss, refusal,
                                             signature, tried)
 
 from .conftest import TINY_SASREC
@@ -68,9 +69,16 @@ def test_a_model_whose_loss_sets_attributes_in_python_is_found_from_its_source()
     from recbole.model.general_recommender import BPR, LightGCN
     from recbole.model.sequential_recommender import GRU4Rec, SASRec
 
-    assert python_state_set(LightGCN) == ["restore_item_e", "restore_user_e"]  # drops its cached embeddings
-    assert python_state_set(SASRec) == python_state_set(GRU4Rec) == python_state_set(BPR) == []
-    assert python_state_set(Tiny) == []
+    assert set_in_loss(LightGCN) == ["restore_item_e", "restore_user_e"]  # drops its cached embeddings
+    assert set_in_loss(SASRec) == set_in_loss(GRU4Rec) == set_in_loss(BPR) == []
+    assert set_in_loss(Tiny) == []
+
+
+def test_what_the_loss_sets_in_the_methods_it_calls_on_self_is_found_too():
+    from recbole.model.general_recommender import DiffRec, RaCT
+
+    assert "update" in set_in_loss(RaCT)  # raised in calculate_actor_loss, which its loss calls
+    assert {"Lt_count", "Lt_history"} <= set(set_in_loss(DiffRec))  # its step-sampling history, in update_Lt_history
 
 
 def test_a_model_that_draws_from_pythons_or_numpys_generator_is_found_from_its_source():

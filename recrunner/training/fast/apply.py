@@ -16,6 +16,7 @@ import torch
 
 from .dropout import numpy_masks
 from .plan import METHODS, FastPlan, plan_for
+from .source import counters
 
 logger = logging.getLogger("recrunner")
 
@@ -42,18 +43,22 @@ class FastMethod:
     A compiler failure (an exception from torch._dynamo or torch._inductor) switches the
     method to eager in the same precision, once, with a log line; any other exception is the
     model's own and passes through (RecBole relies on NotImplementedError from full_sort_predict).
+    `counted`: the model's loss changes int attributes (`source.counters`), which are compiled as
+    symbols, not as constants.
     """
 
-    def __init__(self, method, plan: FastPlan, *, scoring: bool):
-        self.method, self.plan, self.scoring = method, plan, scoring
+    def __init__(self, method, plan: FastPlan, *, scoring: bool, counted: bool = False):
+        self.method, self.plan, self.scoring, self.counted = method, plan, scoring, counted
         self.name = getattr(method, "__name__", "method")
         compiled = plan.compile and (plan.compile_scoring or not scoring)
-        self.graphs = plan.cuda_graphs and not scoring  # a loss is copied before the next call (loop/losses.py); scores may not be
+        # a loss is copied before the next call (loop/losses.py); scores may not be. A graph is
+        # recorded per value of a symbol: one per step for a counted loss
+        self.graphs = plan.cuda_graphs and not scoring and not counted
         mode = "reduce-overhead" if self.graphs else None
         self.compiled = torch.compile(method, dynamic=True, mode=mode) if compiled else None
 
     def __call__(self, *args, **kwargs):
-        with self._precision(args):
+        with self._precision(args), self._symbolic_ints():
             if self.compiled is not None:
                 if self.graphs:  # a new training step: the last step's graph outputs may be overwritten
                     torch.compiler.cudagraph_mark_step_begin()
@@ -76,12 +81,24 @@ class FastMethod:
         device = _device_of(args)
         return torch.autocast(device_type=device, dtype=self.plan.dtype)
 
+    def _symbolic_ints(self):
+        """A counted model's int attributes traced as symbols (torch's `allow_unspec_int_on_nn_module`,
+        for this method's calls only: for every model it would make hidden sizes symbols too). On
+        this project's CPU, MultiVAE's loss then compiled once in 10 steps, in 5.0 s, against 8
+        graphs in 51 s and an eager loss after torch's recompile limit."""
+        if not self.counted or self.compiled is None:
+            return contextlib.nullcontext()
+        import torch._dynamo.config as dynamo
+
+        return dynamo.patch(allow_unspec_int_on_nn_module=True)
+
 
 def accelerate(model: torch.nn.Module, plan: FastPlan) -> list[str]:
     """Wrap the model's loss and scoring methods (instance attributes; see the module docstring);
     the names of the methods wrapped."""
     if plan.changes_nothing:
         return []
+    counted = counters(model) if plan.compile else []
     if plan.compile:
         _eager_random()
         _constant_floats()
@@ -90,8 +107,12 @@ def accelerate(model: torch.nn.Module, plan: FastPlan) -> list[str]:
         method = getattr(model, name, None)
         if method is None or isinstance(method, FastMethod):
             continue
-        setattr(model, name, FastMethod(method, plan, scoring=name != "calculate_loss"))
+        setattr(model, name, FastMethod(method, plan, scoring=name != "calculate_loss", counted=bool(counted)))
         wrapped.append(name)
+    if counted and wrapped:
+        logger.info(f"fast mode: {type(model).__name__}'s loss changes {', '.join('self.' + n for n in counted)}, "
+                    "compiled as a symbol (one graph, not one per value)"
+                    + ("; its loss is not replayed as CUDA graphs (one per value)" if plan.cuda_graphs else ""))
     if plan.dropout == "numpy":
         numpy_masks(model)
     return wrapped
@@ -118,9 +139,9 @@ def _constant_floats() -> None:
     is) and captures the whole loss again. A second capture is what a filled cache cannot spare: the
     main job's loss compiled from it in 10.5-12.1 s with symbols, 3.7-4.6 s with constants, on this
     project's CPU (bench/bench_compile.py, docs/fast.md). RecBole's models change no float attribute
-    while training. Int attributes were constants before and still are (MultiVAE's step count, which
-    its loss raises, recompiles it every step: docs/fast.md, Not done yet). A process-wide dynamo
-    setting; exact runs compile nothing, so it leaves them alone.
+    while training. Int attributes stay constants too, but for the step counts a loss raises
+    (`FastMethod._symbolic_ints`). A process-wide dynamo setting; exact runs compile nothing, so it
+    leaves them alone.
     """
     import torch._dynamo.config as dynamo
 

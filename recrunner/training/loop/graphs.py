@@ -26,68 +26,25 @@ step: on a CPU, with `fast_cuda_graphs` (the compiled loss is replayed already),
 autocast or a gradient scaler (fp16), with gradient accumulation (a replay writes each gradient
 where the last one was kept), in a data-parallel run, for a model whose loss sets attributes in
 Python (LightGCN drops its cached embeddings there; a replay runs no Python), and for one that draws
-from Python's or numpy's generator (`host_random`: a replay keeps the recording's draws). A loss
-that cannot be recorded (it reads a value back to the host) is found at its first recording: its
-batches then run eagerly.
+from Python's or numpy's generator (a replay keeps the recording's draws); both are read from the
+model's source (recrunner.training.fast.source). A loss that cannot be recorded (it reads a value
+back to the host) is found at its first recording: its batches then run eagerly.
 """
 
 from __future__ import annotations
 
-import ast
-import inspect
 import logging
-import re
-import textwrap
 
 import torch
 
 from ...config.checks import SWITCH
 from ...config.params import setting
 from ...core.errors import ConfigError
+from ..fast.source import host_random, set_in_loss
 
 logger = logging.getLogger("recrunner")
 
 MAX_GRAPHS = 2  # batch shapes recorded per run: an epoch's full batches, and its last one
-
-
-def python_state_set(model_class) -> list[str]:
-    """The attributes `model_class`'s `calculate_loss` and `forward` assign in Python (`self.x = ...`),
-    which a replayed graph would not assign (pure over the class's source; sorted)."""
-    names = set()
-    for method in ("calculate_loss", "forward"):
-        function = getattr(model_class, method, None)
-        try:
-            tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
-        except (TypeError, OSError, SyntaxError):
-            continue
-        for node in ast.walk(tree):
-            targets = node.targets if isinstance(node, ast.Assign) else \
-                [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
-            for target in targets:
-                for leaf in ast.walk(target):
-                    if isinstance(leaf, ast.Attribute) and isinstance(leaf.value, ast.Name) and leaf.value.id == "self":
-                        names.add(leaf.attr)
-    return sorted(names)
-
-
-_HOST_RANDOM = re.compile(r"\b(?:np|numpy)\.random\.\w+|(?<![\w.])random\.\w+(?=\()")
-
-
-def host_random(*classes) -> list[str]:
-    """The draws from Python's or numpy's generator in the source of `classes` (a model's, and its
-    layers') and their bases, torch's excepted (pure over their source; sorted). A replayed graph
-    keeps the values drawn when it was recorded (FEARec's `random.choice` of a same-target sequence,
-    LINE's `random.random()` choice of a side), so such a model's step stays eager; a model that
-    draws only while it is built loses the speed, not the numbers."""
-    found = set()
-    for cls in {base for cls in classes for base in cls.__mro__}:
-        if cls.__module__.split(".")[0] in ("torch", "builtins"):
-            continue
-        try:
-            found.update(_HOST_RANDOM.findall(inspect.getsource(cls)))
-        except (TypeError, OSError):
-            continue
-    return sorted(found)
 
 
 def refusal(*, device_type: str, model: str, fast_graphs: bool, amp: bool, accumulation: int, processes: bool,
@@ -208,7 +165,7 @@ def graphed_loss(trainer) -> GraphedLoss | None:
                      fast_graphs=trainer.fast is not None and trainer.fast.cuda_graphs,
                      amp=bool(trainer.enable_amp or trainer.enable_scaler or trainer.grad_scaler is not None),
                      accumulation=trainer.accumulation_steps,
-                     processes=trainer.world is not None, state_set=python_state_set(type(model)),
+                     processes=trainer.world is not None, state_set=set_in_loss(type(model)),
                      draws=host_random(*{type(layer) for layer in model.modules()}))
     if reason:
         if asked is True:
