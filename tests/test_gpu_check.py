@@ -75,6 +75,24 @@ def test_the_cells_span_from_the_first_start_to_the_last_end_of_a_sweep_record()
     assert check.cells_span(lines[:3]) is None  # nothing finished
 
 
+def test_the_gpu_is_busy_within_the_training_of_the_epochs_after_the_first():
+    check = _module("gpu_check")
+    history = [{"epoch": -1, "time": "2026-11-28T01:00:00.000+00:00"},
+               {"epoch": 0, "seconds": 40.0, "train_seconds": 39.0, "time": "2026-11-28T01:00:40.000+00:00"},
+               {"epoch": 1, "seconds": 2.0, "train_seconds": 1.5, "time": "2026-11-28T01:00:42.000+00:00"},
+               {"epoch": 2, "seconds": 2.0, "train_seconds": 1.5, "time": "2026-11-28T01:00:44.500+00:00"}]
+    t0 = 1795827600.0  # 2026-11-28T01:00:00 UTC
+    windows = check.train_windows(history)  # epoch 0 compiles: left out
+    assert windows == [(t0 + 40.0, t0 + 41.5), (t0 + 42.5, t0 + 44.0)]
+    samples = [(0, 900, t0 + 20.0), (90, 1400, t0 + 40.5), (80, 1400, t0 + 41.0), (0, 1400, t0 + 41.8),
+               (95, 1400, t0 + 43.0), (0, 1400, t0 + 43.9)]
+    assert check.busy_within(samples, windows) == (0.75, 4)  # the sample between the epochs' training is out
+    assert check.busy_within(samples, []) is None
+    busy = check.Busy(gpu=False)
+    busy.samples, busy.training = samples, windows
+    assert busy.text() == "50% of 6 samples, 1400 MiB peak (nvidia-smi); training after epoch 0: 75% of 4 samples"
+
+
 class _Event:
     def __init__(self, name, start, end, cuda=False, own=0.0, annotation=False):
         self.name, self.self_cpu_time_total, self.is_user_annotation = name, own, annotation

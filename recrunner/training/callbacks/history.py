@@ -1,7 +1,7 @@
 """HistoryWriter: one JSON line per epoch in the run directory (history.jsonl).
 
     {"epoch": 3, "loss": 812.4, "losses": null, "train_seconds": 1.31, "lr": 0.001, "score": 0.081,
-     "valid": {"recall@10": 0.15, ...}, "best_epoch": 3, "seconds": 1.92, "time": "2026-11-21T10:02:11+00:00"}
+     "valid": {"recall@10": 0.15, ...}, "best_epoch": 3, "seconds": 1.92, "time": "2026-11-21T10:02:11.284+00:00"}
 
 `train_seconds`: the epoch's training (RecBole's "epoch N training [time: ...]"); `seconds`: the
 whole epoch, its validation and checkpoints included.
@@ -80,7 +80,7 @@ class HistoryWriter(Callback):
         self._row, self._elapsed = dict(state.get("row") or {}), float(state.get("elapsed") or 0.0)
 
     def _append(self, row: dict) -> None:
-        row = {**row, "time": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        row = {**row, "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds")}
         with self.path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(row, allow_nan=True) + "\n")
 
