@@ -24,6 +24,7 @@ import argparse
 import collections
 import logging
 import os
+import re
 import sys
 import tempfile
 import time
@@ -73,7 +74,7 @@ def verdict(exact_error, fast_error, lines: list[str]) -> tuple[str, str, str]:
         return "both fail", "", exact_error
     if fast_error:
         return "fails", "", fast_error
-    line = next((line for line in lines if line.startswith("fast mode: ") and "(" in line), "")
+    line = next((line for line in lines if re.match(r"fast mode: (exact|fp32|bf16|fp16)\b", line)), "")  # the plan's
     plan, _, reason = line.removeprefix("fast mode: ").partition(" (")
     reason = reason.removesuffix(")")
     fallbacks = [line for line in lines if "runs eagerly" in line]

@@ -313,6 +313,31 @@ def test_a_compiler_failure_falls_back_to_eager_with_one_line(caplog):
     assert "predict runs eagerly" in caplog.text and method.compiled is None
 
 
+def test_where_inductors_pattern_rewrites_fail_the_method_compiles_without_them(caplog):
+    """SASRec with one head: inductor's attention rewrite fails on its compiled full_sort_predict."""
+    import torch._inductor.config as inductor
+    from torch._inductor.exc import InductorError
+
+    model = _Scorer()
+    method = FastMethod(model.predict, FastPlan("fp32", compile=True), scoring=True)
+    calls = []
+
+    def compiled(*args):
+        calls.append(inductor.pattern_matcher)
+        if inductor.pattern_matcher:
+            raise InductorError(RuntimeError("shape '[s85, s56, 16]' is invalid"), "")
+        return model.linear(*args)
+
+    method.compiled = compiled
+    x = torch.randn(2, 4)
+    with caplog.at_level("INFO", logger="recrunner"), torch.no_grad():
+        assert torch.equal(method(x), model.linear(x)) and torch.equal(method(x), model.linear(x))
+    assert calls == [True, False, False] and method.compiled is compiled  # still compiled, and stays so
+    assert "predict compiled without inductor's pattern rewrites; with them the compiler failed: " \
+           "InductorError: RuntimeError: shape '[s85, s56, 16]' is invalid" in caplog.text
+    assert "runs eagerly" not in caplog.text and inductor.pattern_matcher  # the setting is the method's alone
+
+
 def test_the_gradient_scaler_scales_gradients_not_the_reported_loss():
     """fp16's path (CUDA in practice), run with the CPU's GradScaler: the same update as unscaled."""
     torch.manual_seed(0)

@@ -40,9 +40,10 @@ def go_fast(trainer) -> FastPlan | None:
 class FastMethod:
     """One model method compiled when the plan says so; the loss in the plan's precision, scores in fp32.
 
-    A compiler failure (an exception from torch._dynamo or torch._inductor) switches the
-    method to eager in the same precision, once, with a log line; any other exception is the
-    model's own and passes through (RecBole relies on NotImplementedError from full_sort_predict).
+    A compiler failure (an exception from torch._dynamo or torch._inductor) switches the method
+    to eager in the same precision, once, with a log line (where inductor failed, after a compile
+    without its pattern rewrites failed too); any other exception is the model's own and passes
+    through (RecBole relies on NotImplementedError from full_sort_predict).
     `counted`: the model's loss changes int attributes (`source.counters`), which are compiled as
     symbols, not as constants.
     """
@@ -56,24 +57,42 @@ class FastMethod:
         self.graphs = plan.cuda_graphs and not scoring and not counted
         mode = "reduce-overhead" if self.graphs else None
         self.compiled = torch.compile(method, dynamic=True, mode=mode) if compiled else None
+        self.rewrites = True  # inductor's pattern rewrites (attention fused, ...): off where they failed
 
     def __call__(self, *args, **kwargs):
-        with self._precision(args), self._symbolic_ints():
-            if self.compiled is not None:
-                if self.graphs:  # a new training step: the last step's graph outputs may be overwritten
-                    torch.compiler.cudagraph_mark_step_begin()
-                try:
+        with self._precision(args):
+            if self.compiled is None:
+                return self.method(*args, **kwargs)
+            if self.graphs:  # a new training step: the last step's graph outputs may be overwritten
+                torch.compiler.cudagraph_mark_step_begin()
+            try:
+                with self._settings():
+                    return self.compiled(*args, **kwargs)
+            except Exception as exc:
+                if not _is_compiler_error(exc):
+                    raise
+                return self._after_failure(exc, args, kwargs)
+
+    def _after_failure(self, exc, args, kwargs):
+        """The compiler failed: where inductor did, once more without its pattern rewrites (SASRec with
+        one head: its attention rewrite fails on the scores' shapes), else, or if that fails too, eagerly."""
+        logger.info(f"the compiler's whole error:\n{exc}", extra={"file_only": True})  # run.log
+        if self.rewrites and _is_inductor_error(exc):
+            self.rewrites = False
+            try:
+                with self._settings():
                     result = self.compiled(*args, **kwargs)
-                except Exception as exc:
-                    if not _is_compiler_error(exc):
-                        raise
-                    logger.warning(f"fast mode: {self.name} runs eagerly, the compiler failed: {compiler_reason(exc)}")
-                    logger.info(f"the compiler's whole error:\n{exc}", extra={"file_only": True})  # run.log
-                    self.compiled = None
-                    result = self.method(*args, **kwargs)
-            else:
-                result = self.method(*args, **kwargs)
-        return result
+                logger.info(f"fast mode: {self.name} compiled without inductor's pattern rewrites; with them "
+                            f"the compiler failed: {compiler_reason(exc)}")
+                return result
+            except Exception as again:
+                if not _is_compiler_error(again):
+                    raise
+                exc = again
+                logger.info(f"the compiler's whole error, without pattern rewrites:\n{exc}", extra={"file_only": True})
+        logger.warning(f"fast mode: {self.name} runs eagerly, the compiler failed: {compiler_reason(exc)}")
+        self.compiled = None
+        return self.method(*args, **kwargs)
 
     def _precision(self, args):
         if self.plan.dtype is None or self.scoring:  # scores in fp32: bf16/fp16 scores tie (docs/fast.md)
@@ -81,16 +100,21 @@ class FastMethod:
         device = _device_of(args)
         return torch.autocast(device_type=device, dtype=self.plan.dtype)
 
-    def _symbolic_ints(self):
-        """A counted model's int attributes traced as symbols (torch's `allow_unspec_int_on_nn_module`,
-        for this method's calls only: for every model it would make hidden sizes symbols too). On
-        this project's CPU, MultiVAE's loss then compiled once in 10 steps, in 5.0 s, against 8
-        graphs in 51 s and an eager loss after torch's recompile limit."""
-        if not self.counted or self.compiled is None:
-            return contextlib.nullcontext()
+    def _settings(self):
+        """The compiler's settings for this method's calls only (each is process-wide in torch):
+        a counted model's int attributes traced as symbols (`allow_unspec_int_on_nn_module`: for
+        every model it would make hidden sizes symbols too; MultiVAE's loss then compiled once in
+        10 steps, in 5.0 s, against 8 graphs in 51 s and an eager loss after torch's recompile
+        limit, on this project's CPU), and inductor's pattern rewrites off after they failed."""
         import torch._dynamo.config as dynamo
+        import torch._inductor.config as inductor
 
-        return dynamo.patch(allow_unspec_int_on_nn_module=True)
+        settings = contextlib.ExitStack()
+        if self.counted:
+            settings.enter_context(dynamo.patch(allow_unspec_int_on_nn_module=True))
+        if not self.rewrites:
+            settings.enter_context(inductor.patch(pattern_matcher=False))
+        return settings
 
 
 def accelerate(model: torch.nn.Module, plan: FastPlan) -> list[str]:
@@ -187,7 +211,8 @@ def compiler_reason(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {lines[0] if lines else ''}"
     if inner is not None and inner is not exc:
         inner_lines = [line.strip() for line in str(inner).splitlines() if line.strip()]
-        text += f" {type(inner).__name__}: {inner_lines[0] if inner_lines else ''}"
+        cause = f"{type(inner).__name__}: {inner_lines[0] if inner_lines else ''}"
+        text += "" if cause in text else f" {cause}"  # InductorError's message is its cause's already
     elif lines and lines[0].endswith(":") and len(lines) > 1:
         text += f" {lines[1]}"
     return text[:300]
@@ -196,6 +221,12 @@ def compiler_reason(exc: BaseException) -> str:
 def _is_compiler_error(exc: BaseException) -> bool:
     module = type(exc).__module__ or ""
     return module.startswith(("torch._dynamo", "torch._inductor", "torch.fx"))
+
+
+def _is_inductor_error(exc: BaseException) -> bool:
+    """A failure in inductor's part of compiling (after dynamo traced the method): torch's InductorError,
+    or dynamo's BackendCompilerFailed around it."""
+    return (type(exc).__module__ or "").startswith("torch._inductor") or type(exc).__name__ == "BackendCompilerFailed"
 
 
 class CompileClock:
