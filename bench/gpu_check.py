@@ -1,7 +1,7 @@
 """The project's GPU check: docs/runs.md's promises on the device at hand, in minutes, as one table.
 
     bash bench/gpu_check.sh WHEELS_DIR           # a GPU machine with torch but not RecBole (../shared/GPU.md)
-    python bench/gpu_check.py [--tiny] [--out DIR] [--steps resume+tests,fast,profile,main,graphs,models,cells] [--data-path DIR] [--budget S]
+    python bench/gpu_check.py [--tiny] [--out DIR] [--steps resume+tests,fast,profile,main,graphs,models,cells,seeds] [--data-path DIR] [--budget S]
 
 Steps, in order of importance, each time-boxed and written to OUT/steps/<step>.json as it ends (steps
 joined by "+" run at the same time: only steps that time nothing should share the machine):
@@ -22,12 +22,15 @@ joined by "+" run at the same time: only steps that time nothing should share th
           and exact mode with its batches built on the host (batches_on_device: false), as before, and
           with every batch's loss read before its backward (read_loss_every: 1), as RecBole does
   graphs  the main job, 2 epochs exact, its training step eager and replayed from CUDA graphs
-          (cuda_graph_step: true): seconds per epoch, GPU busy share, test metrics equal (on a CPU: not run)
+          (cuda_graph_step: true): seconds per epoch, GPU busy share, test metrics equal; and with
+          tf32: true (its matrix products on tensor cores; the numbers change) (on a CPU: not run)
   models  GRU4Rec, BPR and LightGCN at RecBole's sizes, 2 epochs exact, batches built on the GPU and
           on the host (GRU4Rec and BPR also with their step from CUDA graphs, BPR and LightGCN also
           with --fast: validation 256 users a batch): seconds per epoch, test metrics equal
   cells   4 seeds of the quick job at once on one GPU (--gpus 0,0,0,0 --workers 4) against one at a time:
           the commands' seconds, and the cells' from the first start to the last end (sweep.jsonl)
+  seeds   the main job, 3 epochs, seeds 1-3, exact and --fast (one sweep): fast mode's test NDCG@10
+          against exact mode's range over the same seeds
 A GPU busy share is nvidia-smi's over the whole run (its start, data, compile and evaluation too), then
 over the training of its epochs after the first (from history.jsonl's times: issue 46's 80% is for training).
 Every compile time says whether the compiler's cache (the runs folder's, which all steps share) was
@@ -383,9 +386,9 @@ def graph_step(check: Check) -> dict:
     if not check.gpu:
         return {"exact, step from CUDA graphs": "not run: CUDA graphs need a GPU (tests/test_graph_step.py covers the CPU)"}
     runs, busy = {}, {}
-    for name, extra in (("eager", {}), ("graphed", {"cuda_graph_step": True})):
+    for name, extra in (("eager", {}), ("graphed", {"cuda_graph_step": True}), ("tf32", {"tf32": True})):
         runs[name], busy[name] = check.timed_run(f"graphs-{name}", {**check.job(2), **extra})
-    eager, graphed = runs["eager"], runs["graphed"]
+    eager, graphed, tf32 = runs["eager"], runs["graphed"], runs["tf32"]
     return {"exact, eager step, s/epoch": _seconds(eager), "exact, eager step, s/epoch training": _seconds(eager, "train_seconds"),
             "exact, eager step, GPU busy": busy["eager"].text(),
             "exact, step from CUDA graphs, s/epoch": _seconds(graphed),
@@ -393,7 +396,10 @@ def graph_step(check: Check) -> dict:
             "exact, step from CUDA graphs, GPU busy": busy["graphed"].text(),
             "exact, step from CUDA graphs, peak memory": _mb(graphed.get("peak_mb")),
             "exact, step from CUDA graphs, test metrics": _agree(graphed, eager, "equal to the eager step's"),
-            "exact, step from CUDA graphs, its log": "; ".join(graphed.get("graphs") or []) or "no cuda_graph_step line"}
+            "exact, step from CUDA graphs, its log": "; ".join(graphed.get("graphs") or []) or "no cuda_graph_step line",
+            # tf32: fp32 matrix products on tensor cores (numbers change): how near exact mode comes to issue 46's 2.0 s
+            "exact, tf32, s/epoch": _seconds(tf32), "exact, tf32, s/epoch training": _seconds(tf32, "train_seconds"),
+            "exact, tf32, test ndcg@10 (eager fp32's)": f"{tf32.get('test', {}).get('ndcg@10')} ({eager.get('test', {}).get('ndcg@10')})"}
 
 
 def fast(check: Check) -> dict:
@@ -481,6 +487,39 @@ def cells(check: Check) -> dict:
     return rows
 
 
+def seeds(check: Check) -> dict:
+    """Issue 46: --fast's test NDCG@10 over 3 seeds against exact mode's spread over the same seeds, the main
+    job at 3 epochs (on a CPU tiny, fast mode uncompiled), one sweep of 6 cells one at a time."""
+    fast_extra = {"fast_compile": False, "fast_precision": "bf16"} if check.tiny else {}
+    grid = check.out / "seeds.yaml"
+    grid.write_text(json.dumps({"models": ["SASRec"], "datasets": [check.dataset], "seeds": [1, 2, 3],
+                                "params": {"fast": [False, True]}, "fixed": {**check.job(3 if check.gpu else 1), **fast_extra}}))
+    gpus = ["--gpus", "0"] if check.gpu else []
+    code = check.recrunner(["--grid", str(grid), "--name", "seeds", "--workers", "1", *gpus], 540, "seeds")
+    runs = [json.loads(path.read_text()) for path in (check.out / "runs" / "seeds").rglob("metrics.json")]
+    found = {mode: {run["seed"]: run["test"]["ndcg@10"] for run in runs
+                    if run.get("status") == "ok" and bool(run["params"].get("fast")) == (mode == "--fast")}
+             for mode in ("exact", "--fast")}
+    if check.cut("seeds"):
+        return {"seeds, test ndcg@10": _stopped(check.cut("seeds"))}
+    if code != 0 or any(len(values) < 3 for values in found.values()):
+        return {"seeds, test ndcg@10": "FAILED (see logs/)"}
+    return {"seeds, test ndcg@10": seed_spread(found["exact"], found["--fast"])}
+
+
+def seed_spread(exact: dict, fast: dict) -> str:
+    """The test metric per seed in both modes, and whether fast mode's lie within exact mode's range (pure)."""
+    low, high = min(exact.values()), max(exact.values())
+    inside = sum(low <= value <= high for value in fast.values())
+    listed = lambda values: ", ".join(f"{values[seed]:.4f}" for seed in sorted(values))  # noqa: E731
+    return (f"exact {listed(exact)} (seeds {', '.join(map(str, sorted(exact)))}); --fast {listed(fast)}: "
+            f"{inside} of {len(fast)} within exact's range [{low:.4f}, {high:.4f}], mean {_mean(fast):.4f} against {_mean(exact):.4f}")
+
+
+def _mean(values: dict) -> float:
+    return sum(values.values()) / len(values)
+
+
 def cells_span(lines: list[str]) -> float | None:
     """Seconds from a sweep's first cell started to its last one finished, from its sweep.jsonl (pure)."""
     records = [json.loads(line) for line in lines if line.strip()]
@@ -531,7 +570,7 @@ def _per_batch(found: dict) -> str:
 
 
 STEPS = {"resume": resume, "tests": tests, "main": main_job, "graphs": graph_step, "fast": fast, "profile": profile, "models": models,
-         "cells": cells}
+         "cells": cells, "seeds": seeds}
 
 
 def _seconds(run: dict, key: str = "epoch_seconds") -> str:
@@ -583,7 +622,7 @@ def write_table(check: Check, table: dict, seconds: float, left: list[str]) -> s
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.environ.get("OUT", "gpu-check"), help="results folder (default: $OUT)")
-    parser.add_argument("--steps", default="resume+tests,fast,profile,main,graphs,models,cells",
+    parser.add_argument("--steps", default="resume+tests,fast,profile,main,graphs,models,cells,seeds",
                         help="comma-separated groups of " + ", ".join(STEPS) + "; a group's steps joined by + run at once")
     parser.add_argument("--tiny", action="store_true", help="tiny sizes on ml-100k (always without a GPU)")
     parser.add_argument("--data-path", default=None, help="the folder holding ml-1m/ (default $RECRUNNER_DATA_PATH)")

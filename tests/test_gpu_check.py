@@ -13,7 +13,7 @@ from .conftest import REPO
 
 
 def test_the_gpu_check_runs_on_a_cpu_at_tiny_sizes_and_every_promise_holds(tmp_path):
-    steps = "resume,main,profile,fast,models,cells"  # `tests` is the suite's own business here
+    steps = "resume,main,profile,fast,models,cells,seeds"  # `tests` is the suite's own business here
     done = subprocess.run([sys.executable, "bench/gpu_check.py", "--out", str(tmp_path), "--steps", steps],
                           cwd=REPO, capture_output=True, text=True, timeout=900)
 
@@ -37,6 +37,8 @@ def test_the_gpu_check_runs_on_a_cpu_at_tiny_sizes_and_every_promise_holds(tmp_p
         assert len(whole) == len(training) and all(0 < float(t) <= float(w) for t, w in zip(training, whole))
     assert (tmp_path / "gpu_check.md").read_text().startswith("# GPU check on CPU")
     assert re.fullmatch(r"[\d.]+ s one at a time, [\d.]+ s at once \([\d.]+x\)", table["4 cells, first start to last end"])
+    assert re.fullmatch(r"exact (0\.\d{4}, ){2}0\.\d{4} \(seeds 1, 2, 3\); --fast (0\.\d{4}, ){2}0\.\d{4}: [0-3] of 3 within .*",
+                        table["seeds, test ndcg@10"]), table["seeds, test ndcg@10"]
     for mode in ("exact", "--fast"):  # bench/profile_batches.py: on a CPU, wall time and the operators
         assert re.fullmatch(r"[\d.]+ ms wall; host: operators [\d.]+ ms", table[f"profile {mode}, per batch"])
         assert "mm " in table[f"profile {mode}, top host ops"]
@@ -91,6 +93,13 @@ def test_the_gpu_is_busy_within_the_training_of_the_epochs_after_the_first():
     busy = check.Busy(gpu=False)
     busy.samples, busy.training = samples, windows
     assert busy.text() == "50% of 6 samples, 1400 MiB peak (nvidia-smi); training after epoch 0: 75% of 4 samples"
+
+
+def test_fast_modes_seeds_against_exact_modes_range():
+    check = _module("gpu_check")
+    exact, fast = {1: 0.0780, 2: 0.0771, 3: 0.0790}, {1: 0.0785, 2: 0.0795, 3: 0.0772}
+    assert check.seed_spread(exact, fast) == ("exact 0.0780, 0.0771, 0.0790 (seeds 1, 2, 3); --fast 0.0785, 0.0795, "
+                                              "0.0772: 2 of 3 within exact's range [0.0771, 0.0790], mean 0.0784 against 0.0780")
 
 
 class _Event:
