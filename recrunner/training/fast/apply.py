@@ -164,7 +164,7 @@ def _constant_floats() -> None:
     main job's loss compiled from it in 10.5-12.1 s with symbols, 3.7-4.6 s with constants, on this
     project's CPU (bench/bench_compile.py, docs/fast.md). RecBole's models change no float attribute
     while training. Int attributes stay constants too, but for the step counts a loss raises
-    (`FastMethod._symbolic_ints`). A process-wide dynamo setting; exact runs compile nothing, so it
+    (`FastMethod._settings`). A process-wide dynamo setting; exact runs compile nothing, so it
     leaves them alone.
     """
     import torch._dynamo.config as dynamo
