@@ -49,6 +49,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import threading
@@ -496,12 +497,12 @@ def seeds(check: Check) -> dict:
                                 "params": {"fast": [False, True]}, "fixed": {**check.job(3 if check.gpu else 1), **fast_extra}}))
     gpus = ["--gpus", "0"] if check.gpu else []
     code = check.recrunner(["--grid", str(grid), "--name", "seeds", "--workers", "1", *gpus], 540, "seeds")
+    if check.cut("seeds"):
+        return {"seeds, test ndcg@10": _stopped(check.cut("seeds"))}
     runs = [json.loads(path.read_text()) for path in (check.out / "runs" / "seeds").rglob("metrics.json")]
     found = {mode: {run["seed"]: run["test"]["ndcg@10"] for run in runs
                     if run.get("status") == "ok" and bool(run["params"].get("fast")) == (mode == "--fast")}
              for mode in ("exact", "--fast")}
-    if check.cut("seeds"):
-        return {"seeds, test ndcg@10": _stopped(check.cut("seeds"))}
     if code != 0 or any(len(values) < 3 for values in found.values()):
         return {"seeds, test ndcg@10": "FAILED (see logs/)"}
     return {"seeds, test ndcg@10": seed_spread(found["exact"], found["--fast"])}
@@ -513,11 +514,7 @@ def seed_spread(exact: dict, fast: dict) -> str:
     inside = sum(low <= value <= high for value in fast.values())
     listed = lambda values: ", ".join(f"{values[seed]:.4f}" for seed in sorted(values))  # noqa: E731
     return (f"exact {listed(exact)} (seeds {', '.join(map(str, sorted(exact)))}); --fast {listed(fast)}: "
-            f"{inside} of {len(fast)} within exact's range [{low:.4f}, {high:.4f}], mean {_mean(fast):.4f} against {_mean(exact):.4f}")
-
-
-def _mean(values: dict) -> float:
-    return sum(values.values()) / len(values)
+            f"{inside} of {len(fast)} within exact's range [{low:.4f}, {high:.4f}], mean {statistics.fmean(fast.values()):.4f} against {statistics.fmean(exact.values()):.4f}")
 
 
 def cells_span(lines: list[str]) -> float | None:

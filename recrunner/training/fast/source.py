@@ -2,7 +2,7 @@
 
 torch.compile traces a loss once and reuses the trace while its guards hold; a CUDA graph
 (`cuda_graph_step`, recrunner.training.loop.graphs) replays recorded kernels and runs no Python at
-all. Two things in a RecBole model's source matter to them, read here from the source (pure):
+all. Three things in a RecBole model's source matter to them, read here from the source (pure):
 
 | the loss in Python                     | example                           | what it means                  |
 |----------------------------------------|-----------------------------------|--------------------------------|
@@ -48,8 +48,8 @@ def set_in_loss(model_class) -> list[str]:
 def counters(model) -> list[str]:
     """The int attributes of `model` that its loss changes (step counts such as MultiVAE's
     `self.update`, which its KL annealing reads; sorted). torch.compile takes an int attribute as a
-    constant, so such a loss compiled as it is would be compiled again at each step (6 graphs in 6
-    steps, then torch's recompile limit and an eager loss)."""
+    constant, so such a loss compiled as it is would be compiled again at each step, up to torch's
+    recompile limit (8), and then run eagerly."""
     return [name for name in set_in_loss(type(model)) if type(getattr(model, name, None)) is int]
 
 
