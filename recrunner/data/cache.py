@@ -43,10 +43,11 @@ from ..core.files import file_lock
 from .augmentation import WindowedColumns, build_split, from_recipe
 from ..seams.dataset import dataset_class_name, history_columns, reuse_built
 from ..seams.loaders import batch_loaders, vectorise_loaders
+from ..seams.replay import replay_batches
 from . import entry
 from .compact import describe, rebuild
 from .describe import check_split, too_little
-from .placement import place_tables, small_evaluation_batches, wider_full_sort
+from .placement import free_memory, place_tables, replay_limit, run_device, small_evaluation_batches, wider_full_sort
 
 logger = logging.getLogger("recrunner")
 
@@ -118,6 +119,8 @@ def _prepared(config, dataset, full_sort_users: int | None = None):
     # RecBole's batches and negatives, built as arrays (seams/loaders.py), on the run's device (placement.py)
     building = batch_loaders(loaders)
     vectorise_loaders(building, place_tables(config, building))
+    if loaders[1] is not None:  # validations after the first replay its batches (seams/replay.py)
+        replay_batches(loaders[1], replay_limit(free_memory(run_device(config))))
     small = small_evaluation_batches(config, loaders)
     if small:
         logger.info(small)

@@ -79,7 +79,7 @@ def place_tables(config, loaders):
     fit (one line says where, on a GPU), else on the host; None for a loader RecBole must collate."""
     found = {id(loader): host_tables(loader) for loader in loaders
              if loader is not None and gathered(loader) is not None}
-    device = str(torch.device(config["device"] or "cpu"))
+    device = run_device(config)
     unique = {id(t): t for tables in found.values() if tables is not None for t in tables.tensors()}
     where = where_batches(device, bool(setting(config, "batches_on_device")), sum(_nbytes(t) for t in unique.values()),
                           free_memory(device), host_only(config, loaders))
@@ -94,6 +94,15 @@ def place_tables(config, loaders):
                 keep_host = ids is None and static_negatives(loader)  # no ids for the sampler: RecBole's collate
                 found[id(loader)] = None if keep_host else tables.to(where.device, moved, ids=ids)
     return lambda loader: found.get(id(loader))
+
+
+REPLAY_BYTES, REPLAY_SHARE_OF_FREE = 2**30, 0.05  # what a validation's kept batches may take at most
+
+
+def replay_limit(free_bytes: int | None) -> int:
+    """The bytes a validation's batches may take where they are kept for the next validation
+    (seams/replay.py): 1 GiB, on a GPU at most 5% of its free memory (`free_bytes`; None on a CPU) (pure)."""
+    return REPLAY_BYTES if free_bytes is None else min(REPLAY_BYTES, int(REPLAY_SHARE_OF_FREE * free_bytes))
 
 
 SMALL_EVALUATION = (2, 1000)  # at most this many users a batch, in at least this many batches: say so
@@ -139,6 +148,11 @@ def _id_rows(dataset) -> Rows | None:
     columns = dataset.inter_feat.interaction
     fields = [dataset.uid_field, dataset.iid_field]
     return Rows({f: columns[f] for f in fields}) if all(f in columns for f in fields) else None
+
+
+def run_device(config) -> str:
+    """The run's device as torch names it ("cpu", "cuda:0") (pure over the config)."""
+    return str(torch.device(config["device"] or "cpu"))
 
 
 def free_memory(device: str) -> int | None:

@@ -13,10 +13,12 @@ calls, which live with the trainer (recrunner/training/: trainer.py, families.py
 | tensorboard   | Trainer.__init__'s cwd-relative writer                       | one event file per run                |
 | device        | Config._init_device: CUDA_VISIBLE_DEVICES, then a CUDA query | the run's gpu_id holds, GPU 0 is free |
 | evaluator     | Evaluator.evaluate keeps only means                          | per-user values for significance      |
+| collector     | Collector: per-batch top-k bookkeeping, a growing torch.cat  | speed, the same tensors               |
 | dataset       | create_dataset's class choice; Dataset.build per run; the    | the shared data cache, stored compact |
 |               | history lists data_augmentation fills                        |                                       |
 | loaders       | per-element Python loops of collate, join and negatives      | speed, identical batches              |
 | batch_order   | torch's DataLoader handing each batch's rows over one by one | speed, the same rows and generator    |
+| replay        | every validation building the batches the one before built   | speed, the same batches and generator |
 | torch_scatter | (KGIN, MCCLK) torch_scatter's scatter_mean, scatter_softmax  | no wheel for this torch on PyPI       |
 
 One seam lives with the layer it serves: RecBole's `SequentialDataset.data_augmentation` (its

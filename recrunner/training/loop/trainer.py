@@ -29,6 +29,7 @@ from ...config.params import setting
 from ...core.errors import TrainingFailed
 from ...core.layout import CheckpointPaths
 from ...seams.environment import prepare_environment
+from ...seams.collector import collect_once
 from ...seams.evaluator import capture_per_user
 from ...seams.loaders import inner_loaders
 from ...seams.tensorboard import recbole_loggers
@@ -73,6 +74,7 @@ class CustomTrainer(Trainer):
         with recbole_loggers(writer or RunWriter(Path(config["checkpoint_dir"]))):
             super().__init__(config, model)
         self._init_loop_state(config, callbacks, hparams, run_dir)
+        collect_once(self.eval_collector)  # top-k hits built per group of batches, concatenated once (seams/collector.py)
         split_when_out_of_memory(self)  # an evaluation batch that does not fit is scored in parts (loop/evaluation.py)
         self.fast = go_fast(self)  # fast mode (recrunner.training.fast); None: exact, as RecBole
         self.world = processes.join(self.model)  # one of a data-parallel run's processes, else None
