@@ -32,6 +32,7 @@ from ..config.params import eval_modes, setting
 from ..core.files import size_text
 from ..seams.loaders import gathered, host_tables, static_negatives
 from ..seams.batch_tables import Rows, Tables
+from ..seams.replay import batch_bytes
 
 logger = logging.getLogger("recrunner")
 
@@ -81,7 +82,7 @@ def place_tables(config, loaders):
              if loader is not None and gathered(loader) is not None}
     device = run_device(config)
     unique = {id(t): t for tables in found.values() if tables is not None for t in tables.tensors()}
-    where = where_batches(device, bool(setting(config, "batches_on_device")), sum(_nbytes(t) for t in unique.values()),
+    where = where_batches(device, bool(setting(config, "batches_on_device")), sum(batch_bytes(t) for t in unique.values()),
                           free_memory(device), host_only(config, loaders))
     if where.reason:
         logger.info(where.reason)
@@ -161,7 +162,3 @@ def free_memory(device: str) -> int | None:
         return None
     free, _ = torch.cuda.mem_get_info(torch.device(device))
     return int(free)
-
-
-def _nbytes(tensor: torch.Tensor) -> int:
-    return tensor.numel() * tensor.element_size()

@@ -100,7 +100,12 @@ def host_tables(loader):
 def _pointwise_as_drawn(loader) -> bool:
     """Whether a sampled evaluation's per-user batches can be gathered whole: RecBole's pointwise
     negatives (every evaluation loader's) and no transform (RecBole transforms each user's rows)."""
-    return _sampling_name(loader) == "_neg_sample_by_point_wise_sampling" and type(loader.transform).__name__ == "Equal"
+    return _sampling_name(loader) == "_neg_sample_by_point_wise_sampling" and identity_transform(loader)
+
+
+def identity_transform(loader) -> bool:
+    """Whether `loader`'s transform is RecBole's identity (`Equal`): its batches are the gathered rows."""
+    return type(getattr(loader, "transform", None)).__name__ == "Equal"
 
 
 def _sampling_name(loader) -> str:

@@ -29,7 +29,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from .batch_order import EpochOrder
-from .loaders import gathered
+from .loaders import gathered, identity_transform
 
 logger = logging.getLogger("recrunner")
 
@@ -38,7 +38,7 @@ def replayable(loader) -> bool:
     """Whether `loader` builds the same batches every time it is iterated (pure over the loader)."""
     return gathered(loader) in ("eval", "users") and isinstance(loader, DataLoader) and loader.num_workers == 0 \
         and isinstance(loader.sampler, EpochOrder) and loader.sampler.generator is None \
-        and type(getattr(loader, "transform", None)).__name__ == "Equal"
+        and identity_transform(loader)
 
 
 def replay_batches(loader, limit: int) -> bool:
