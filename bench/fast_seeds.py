@@ -1,6 +1,7 @@
 """Does fast mode reach the numbers exact mode reaches? Test metrics over seeds, exact against fast.
 
-    python bench/fast_seeds.py [--seeds 2020 2021 2022] [--threads N] [--only exact|fast] [--precision bf16] [MODEL ...]
+    python bench/fast_seeds.py [--seeds 2020 2021 2022] [--threads N] [--only exact|fast] [--precision bf16]
+                               [--set fast_negatives=torch ...] [--params epochs=100 ...] [--dataset ml-100k] [MODEL ...]
 
 For each model (default: SASRec, GRU4Rec, BERT4Rec, BPR, LightGCN and the context-aware DeepFM)
 at the moderate sizes below on ml-100k, one full run per seed (validation, early stopping, the
@@ -34,13 +35,14 @@ PARAMS = {
 }
 
 
-def run(model: str, seed: int, fast: bool, workspace, precision: str | None = None) -> tuple[str, float]:
+def run(model: str, seed: int, fast: bool, workspace, precision: str | None = None, settings: dict | None = None,
+        dataset: str = "ml-100k", both: dict | None = None) -> tuple[str, float]:
     from recrunner import Experiment, run_experiment
 
-    params = {**PARAMS[model], "seed": seed, **({"fast": True} if fast else {})}
+    params = {**PARAMS[model], **(both or {}), "seed": seed, **({"fast": True, **(settings or {})} if fast else {})}
     if fast and precision:
         params["fast_precision"] = precision
-    result = run_experiment(Experiment(model, "ml-100k", params), workspace, console=False)
+    result = run_experiment(Experiment(model, dataset, params), workspace, console=False)
     if result.status != "ok":
         raise SystemExit(f"{model} seed {seed} fast={fast}: {result.error}")
     record = json.loads((result.run_dir / "metrics.json").read_text())
@@ -68,10 +70,20 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", nargs="+", type=int, default=[2020, 2021, 2022])
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--precision", default=None, help="fast_precision for the fast runs (default: auto)")
+    parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="settings of the fast runs, e.g. fast_negatives=torch (values read as YAML)")
+    parser.add_argument("--params", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="settings of every run, over the model's sizes below (values read as YAML)")
+    parser.add_argument("--dataset", default="ml-100k", help="a dataset in --data-path (ml-100k ships with RecBole)")
+    parser.add_argument("--data-path", default=None, help="where --dataset's folder is (default: none needed for ml-100k)")
     parser.add_argument("--only", choices=["exact", "fast"], default=None,
                         help="run one mode only and print its column (e.g. fast mode's again after a change to it)")
     args = parser.parse_args(argv)
     import torch
+    import yaml
+
+    settings, both = ({key: yaml.safe_load(value) for key, value in (item.split("=", 1) for item in items)}
+                      for items in (args.set, args.params))
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -79,7 +91,7 @@ def main(argv=None) -> int:
 
     root = Path(tempfile.mkdtemp(prefix="fast-seeds-"))
     (root / "datasets").mkdir()
-    workspace = Workspace(root / "runs", root / "datasets", REPO / "configs")
+    workspace = Workspace(root / "runs", Path(args.data_path) if args.data_path else root / "datasets", REPO / "configs")
     if args.only:
         print(f"| model | test metric | {args.only}: mean ± std [min, max] | per seed |")
         print("|---|---|---|---|")
@@ -90,7 +102,7 @@ def main(argv=None) -> int:
         values = {mode: [] for mode in ("exact", "fast") if args.only in (None, mode)}
         for seed in args.seeds:
             for mode, found in values.items():
-                metric, value = run(model, seed, mode == "fast", workspace, args.precision)
+                metric, value = run(model, seed, mode == "fast", workspace, args.precision, settings, args.dataset, both)
                 found.append(value)
         if args.only:
             found = values[args.only]

@@ -77,7 +77,7 @@ def test_fast_mode_widens_only_a_full_sort_of_users_that_has_too_few():
     from recbole.model.general_recommender import BPR, NeuMF
     from recbole.utils import ModelType
 
-    from recrunner.training.fast.plan import FAST_EVAL_USERS, evaluation_users, own_full_sort
+    from recrunner.training.fast.data import FAST_EVAL_USERS, evaluation_users, own_full_sort
 
     assert evaluation_users(True, True) == FAST_EVAL_USERS == 256
     assert evaluation_users(False, True) is None and evaluation_users(True, False) is None  # exact mode never

@@ -160,6 +160,7 @@ def _same_run(reference, resumed, stepped=True):
     ("SASRec", {"lr_scheduler": "cosine", "lr_interval": "batch"}),  # the per-step LR schedule resumes too
     ("BPR", {"gradient_accumulation_steps": 3}),                      # a step is 3 batches
     ("BPR", {"read_loss_every": 5, "log_every_steps": 2}),             # losses read in groups (loop/losses.py)
+    ("BPR", {"fast": True, "fast_negatives": "torch"}),                # negatives from torch's generator (seams/negatives.py)
 ])
 def test_a_run_killed_at_a_random_batch_resumes_at_its_step_checkpoint_exactly(model, extra, workspace, tmp_path):
     base = TINY_SASREC if model == "SASRec" else TINY_BPR

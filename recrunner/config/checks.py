@@ -27,6 +27,7 @@ from ..core.errors import ConfigError
 FAST_PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # fast mode's autocast dtypes (recrunner.training.fast.plan)
 SWITCH = ("auto", True, False)  # a setting decided per device or model unless true or false (fast_compile, ...)
 FAST_DROPOUTS = ("auto", "torch", "numpy")  # where fast mode's dropout masks come from (recrunner.training.fast.dropout)
+FAST_NEGATIVES = ("auto", "numpy", "torch")  # who draws fast mode's training negatives (recrunner.training.fast.data)
 LEARNERS = ("adam", "adamw", "sgd", "adagrad", "rmsprop", "sparse_adam")  # recbole.trainer.Trainer._build_optimizer
 _AT_LEAST_ONE = {"epochs", "train_batch_size", "eval_batch_size", "checkpoint_every", "gradient_accumulation_steps",
                  "eval_every_steps", "checkpoint_every_steps", "log_every_steps",
@@ -59,6 +60,8 @@ def impossible_values(params: Mapping[str, Any]) -> list[str]:
                 problems.append(f"fast_precision {value!r} is not a precision; choose one of {', '.join(FAST_PRECISIONS)}")
             if key == "fast_dropout" and value not in FAST_DROPOUTS:
                 problems.append(f"fast_dropout {value!r} is not a generator of masks; choose one of {', '.join(FAST_DROPOUTS)}")
+            if key == "fast_negatives" and value not in FAST_NEGATIVES:
+                problems.append(f"fast_negatives {value!r} is not a generator of negatives; choose one of {', '.join(FAST_NEGATIVES)}")
             if key in ("fast_compile", "fast_cuda_graphs", "cuda_graph_step") and value not in SWITCH:
                 problems.append(f"{key} {value!r} must be auto, true or false")
             unknown = [m for m in numbers if key == "metrics" and METRICS and str(m).lower() not in METRICS]

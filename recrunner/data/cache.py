@@ -43,6 +43,7 @@ from ..core.files import file_lock
 from .augmentation import WindowedColumns, build_split, from_recipe
 from ..seams.dataset import dataset_class_name, history_columns, reuse_built
 from ..seams.loaders import batch_loaders, vectorise_loaders
+from ..seams.negatives import NO_NEGATIVES, draw_with_torch
 from ..seams.replay import replay_batches
 from . import entry
 from .compact import describe, rebuild
@@ -55,14 +56,15 @@ SUFFIX = ".entry"
 _EXTERNAL = 256  # arrays and tensors with at least this many elements are stored raw, outside the pickle
 
 
-def load_data(config, cache_dir: Path | None, full_sort_users: int | None = None):
-    """(train, valid, test) dataloaders, as `data_preparation(config, create_dataset(config))`;
-    `full_sort_users`: at least this many users a batch in a general model's full-sort evaluation
-    (fast mode's, recrunner.training.fast.plan.evaluation_users)."""
+def load_data(config, cache_dir: Path | None, full_sort_users: int | None = None, torch_negatives: bool = False):
+    """(train, valid, test) dataloaders, as `data_preparation(config, create_dataset(config))`; what
+    fast mode changes (recrunner.training.fast.data): `full_sort_users`, at least this many users a
+    batch in a general model's full-sort evaluation; `torch_negatives`, training negatives drawn by
+    torch where the batches are (seams/negatives.py)."""
     if cache_dir is None:
         dataset = _dataset(config)
         built, _ = _split(config, dataset)
-        return _prepared(config, reuse_built(config, dataset, built), full_sort_users)
+        return _prepared(config, reuse_built(config, dataset, built), full_sort_users, torch_negatives)
     path = entry_path(Path(cache_dir), config)
     path.parent.mkdir(parents=True, exist_ok=True)
     with file_lock(path.with_suffix(".lock")):
@@ -79,7 +81,7 @@ def load_data(config, cache_dir: Path | None, full_sort_users: int | None = None
             os.utime(path)  # last used: what `recrunner cache prune --unused-days` goes by
             logger.info(f"data cache: reusing {path.name} (the dataset and its split)")
     dataset, built = found
-    return _prepared(config, reuse_built(config, dataset, built), full_sort_users)
+    return _prepared(config, reuse_built(config, dataset, built), full_sort_users, torch_negatives)
 
 
 def entry_path(cache_dir: Path, config) -> Path:
@@ -106,7 +108,7 @@ def _dataset(config):
     return dataset
 
 
-def _prepared(config, dataset, full_sort_users: int | None = None):
+def _prepared(config, dataset, full_sort_users: int | None = None, torch_negatives: bool = False):
     """The dataloaders; RecBole's complaints about the data as one line."""
     from recbole.data import data_preparation
 
@@ -118,13 +120,24 @@ def _prepared(config, dataset, full_sort_users: int | None = None):
         loaders = data_preparation(config, dataset)
     # RecBole's batches and negatives, built as arrays (seams/loaders.py), on the run's device (placement.py)
     building = batch_loaders(loaders)
-    vectorise_loaders(building, place_tables(config, building))
+    gathering = vectorise_loaders(building, place_tables(config, building))
+    if torch_negatives:
+        _draw_with_torch(building, gathering)
     if loaders[1] is not None:  # validations after the first replay its batches (seams/replay.py)
         replay_batches(loaders[1], replay_limit(free_memory(run_device(config))))
     small = small_evaluation_batches(config, loaders)
     if small:
         logger.info(small)
     return loaders
+
+
+def _draw_with_torch(loaders, gathering) -> None:
+    """Fast mode's training negatives drawn by torch where each loader gathers its batches; one line
+    for a loader that keeps RecBole's sampler."""
+    for loader in loaders:
+        why = draw_with_torch(loader, gathered=loader in gathering)
+        if why and why != NO_NEGATIVES:
+            logger.info(f"fast mode: training negatives drawn by RecBole's sampler after all: {why}")
 
 
 def _split(config, dataset):

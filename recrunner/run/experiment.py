@@ -20,8 +20,7 @@ from typing import Sequence
 
 from .. import __version__
 from . import per_user, protocol
-from ..training.checkpoints.files import load as load_checkpoint
-from ..training.checkpoints.files import to_plain
+from ..training.checkpoints.files import load as load_checkpoint, to_plain
 from ..config.params import setting
 from ..data.cache import load_data
 from ..core.errors import ConfigError, RecrunnerError, RunInterrupted, failure_reason, one_line
@@ -38,11 +37,10 @@ from .distributed import check_processes, follower_config, reseed_process, tell
 from .resume import ResumePoint, StartOver, bring_best_checkpoint, check_request, resume_point
 from ..core.files import write_config
 from .runlog import run_logging
-from ..seams.models import model_class as recbole_model_class
-from ..seams.models import repair_model
+from ..seams.models import model_class as recbole_model_class, repair_model
 from .hparams_columns import write_experiment
 from ..training.fast.apply import CompileClock
-from ..training.fast.plan import full_sort_users, share_compile_cache
+from ..training.fast.plan import loader_settings, share_compile_cache
 from ..training.logging.tensorboard import NullWriter, RunWriter
 
 __all__ = ["Experiment", "PreparedRun", "RunResult", "Workspace", "prepare", "run_experiment"]
@@ -182,7 +180,7 @@ def _load_data_recorded(prepared: PreparedRun, workspace: Workspace, record: Run
     config = prepared.config
     init_seed(config["seed"], config["reproducibility"])
     started = time.perf_counter()
-    loaders = _load_data(config, workspace)
+    loaders = _load_data(prepared, workspace)
     record.data_seconds = round(time.perf_counter() - started, 3)
     if distributed.current() is not None:
         record.provenance["processes"] = distributed.current().size
@@ -225,10 +223,11 @@ def _finish_record(prepared: PreparedRun, workspace: Workspace, record: RunRecor
     write_experiment(workspace.output_dir, changed=prepared.paths.run_dir)  # the HParams columns now include this run's
 
 
-def _load_data(config, workspace: Workspace, evaluation: bool = True):
-    """The loaders; a run's evaluation (a pre-training stage has none) in fast mode's batches (fast/plan.py)."""
-    cache_dir = workspace.cache_dir if setting(config, "data_cache") else None
-    return load_data(config, cache_dir, full_sort_users=full_sort_users(config) if evaluation else None)
+def _load_data(prepared: PreparedRun, workspace: Workspace, evaluation: bool = True):
+    """The loaders, with what fast mode changes in them (training/fast/data.py; a pre-training stage has no evaluation)."""
+    config, one_pass = prepared.config, getattr(prepared.trainer_class, "single_pass", False)
+    return load_data(config, workspace.cache_dir if setting(config, "data_cache") else None,
+                     **loader_settings(config, one_pass, evaluation))
 
 
 def _build_trainer(prepared: PreparedRun, run_dir: Path, train_data, writer, callbacks):
@@ -268,7 +267,7 @@ def _run_pretraining_stages(prepared: PreparedRun, workspace: Workspace, callbac
         else:
             logger.info(f"pre-training stage {stage}: {config['pretrain_epochs']} epochs, no validation")
             init_seed(config["seed"], config["reproducibility"])
-            train_data, _, _ = _load_data(config, workspace, evaluation=False)
+            train_data, _, _ = _load_data(prepared, workspace, evaluation=False)
             writer = RunWriter(stage_paths.run_dir, purge_step=resume.epoch + 1 if resume else None,
                                step_purge=resume.step + 1 if resume else None)
             try:

@@ -19,6 +19,7 @@ calls, which live with the trainer (recrunner/training/: trainer.py, families.py
 | loaders       | per-element Python loops of collate, join and negatives      | speed, identical batches              |
 | batch_order   | torch's DataLoader handing each batch's rows over one by one | speed, the same rows and generator    |
 | replay        | every validation building the batches the one before built   | speed, the same batches and generator |
+| negatives     | Sampler: uniform draws on the host, used ones drawn again    | fast mode: no host work a batch (GPU) |
 | torch_scatter | (KGIN, MCCLK) torch_scatter's scatter_mean, scatter_softmax  | no wheel for this torch on PyPI       |
 
 One seam lives with the layer it serves: RecBole's `SequentialDataset.data_augmentation` (its

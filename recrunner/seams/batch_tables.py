@@ -80,10 +80,20 @@ class Tables:
         return placed
 
     def batch(self, rows: torch.Tensor):
-        """The joined Interaction of the rows `rows` (a host tensor of row numbers), on the tables' device."""
+        """The joined Interaction of the rows `rows` (row numbers on the host or the tables' device), on
+        the tables' device."""
         from recbole.data.interaction import Interaction
 
-        return self.join(Interaction(self.inter.take(to_device(rows, self.device))))
+        return self.join(Interaction(self.inter.take(self.placed(rows))))
+
+    def placed(self, rows: torch.Tensor) -> torch.Tensor:
+        """Row numbers on the tables' device (host ones copied there)."""
+        return rows if _on(rows, self.device) else to_device(rows, self.device)
+
+    def user_item_ids(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The user and item ids of the rows `rows` (on the tables' device), there."""
+        columns, rows = self.inter.columns, self.placed(rows)
+        return columns[self.uid_field].index_select(0, rows), columns[self.iid_field].index_select(0, rows)
 
     def join(self, df):
         """RecBole's Dataset.join: the user's and the item's features added to each row, from the

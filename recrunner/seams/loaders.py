@@ -39,11 +39,12 @@ from .samplers import vectorise_sampler
 from .batch_tables import Tables, UserTables, plain_tables, to_device
 
 
-def vectorise_loaders(loaders, tables=None) -> None:
+def vectorise_loaders(loaders, tables=None) -> list:
     """Give every RecBole sampler behind `loaders` the array check, and every loader this module can
     collate (`gathered`) gathered batches, each once, their row numbers handed over as one tensor
-    (`seams/batch_order.py`). `tables(loader)`: where the loader's rows are gathered (a `Tables` or
-    `UserTables`, or None: RecBole's collate); without it, on the host."""
+    (`seams/batch_order.py`); the loaders that gather. `tables(loader)`: where the loader's rows are
+    gathered (a `Tables` or `UserTables`, or None: RecBole's collate); without it, on the host."""
+    gathering = []
     for loader in loaders:
         if loader is None:
             continue
@@ -55,6 +56,8 @@ def vectorise_loaders(loaders, tables=None) -> None:
         if found is not None:
             COLLATES[kind](loader, found)
             rows_as_tensors(loader)
+            gathering.append(loader)
+    return gathering
 
 
 # RecBole's KnowledgeBasedDataLoader is no DataLoader: it holds two, by attribute, named here by suffix
@@ -147,14 +150,23 @@ def gather_batches(loader, tables: Tables) -> None:
 
     def collate_fn(index):
         rows = row_numbers(index)
-        data = loader.transform(dataset, tables.batch(rows))
+        placed = tables.placed(rows)
+        data = loader.transform(dataset, tables.batch(placed))
         if not negatives:
             return loader._neg_sampling(data)  # none, or dynamic (the model picks among candidates)
-        users, items = tables.sampled_ids(rows.numpy())
-        drawn = loader._sampler.sample_by_user_ids(users, items, loader.neg_sample_num)
-        return sampling(loader, data, to_device(drawn, tables.device))
+        return sampling(loader, data, _negatives(loader, tables, rows, placed))
 
     loader.collate_fn = collate_fn  # the DataLoader reads it when an epoch's iterator starts
+
+
+def _negatives(loader, tables: Tables, rows: torch.Tensor, placed: torch.Tensor) -> torch.Tensor:
+    """The negatives of the batch of rows `rows` (`placed`: on the tables' device), where the rows are:
+    RecBole's sampler's with numpy's RNG, or, in fast mode, torch's (`torch_negatives`, negatives.py)."""
+    drawn_by_torch = loader.__dict__.get("torch_negatives")
+    if drawn_by_torch is not None:
+        return drawn_by_torch(*tables.user_item_ids(placed), loader.neg_sample_num)
+    users, items = tables.sampled_ids(rows.numpy())
+    return to_device(loader._sampler.sample_by_user_ids(users, items, loader.neg_sample_num), tables.device)
 
 
 def gather_eval_batches(loader, tables: Tables) -> None:

@@ -27,7 +27,7 @@ def go_fast(trainer) -> FastPlan | None:
     if plan is None:
         return None
     trainer.logger.info(plan.describe())
-    if plan.changes_nothing:
+    if plan.model_unchanged:  # exact, or only the negatives drawn otherwise (the data layer drew them)
         return plan
     accelerate(trainer.model, plan)
     trainer.enable_amp = trainer.enable_scaler = False
@@ -120,7 +120,7 @@ class FastMethod:
 def accelerate(model: torch.nn.Module, plan: FastPlan) -> list[str]:
     """Wrap the model's loss and scoring methods (instance attributes; see the module docstring);
     the names of the methods wrapped."""
-    if plan.changes_nothing:
+    if plan.model_unchanged:
         return []
     counted = counters(model) if plan.compile else []
     if plan.compile:

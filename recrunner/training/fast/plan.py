@@ -27,9 +27,13 @@ and says what it changed. What it does, and the one place each decision is made:
 |                              | (apply.py)           | and all other random numbers, torch's generator          |
 | fp16 gradients               | `OptimizerStep`      | torch's GradScaler; its state is saved in last.pth       |
 | evaluation batches           | `evaluation_users`   | a general model's full sort at least 256 users a batch   |
-|                              | (pure; the run layer | where the model scores users itself; RecBole's           |
-|                              | passes it to         | `eval_batch_size` counts scores (one user on ml-1m)      |
-|                              | data/placement.py)   |                                                          |
+|                              | (pure, data.py; the  | where the model scores users itself; RecBole's           |
+|                              | run layer passes it  | `eval_batch_size` counts scores (one user on ml-1m)      |
+|                              | to recrunner.data)   |                                                          |
+| training negatives           | `negatives_choice`   | on a GPU uniform negatives drawn by torch where the      |
+|                              | (pure, data.py; the  | batch is, RecBole's distribution, other negatives than   |
+|                              | run layer passes it  | exact mode's (seams/negatives.py); on a CPU RecBole's    |
+|                              | to recrunner.data)   | sampler                                                  |
 
 Compiling: with dynamic shapes, one graph for every batch size (RecBole's last batch, evaluation
 batches of any size), so which code runs a batch never depends on what ran before: a resumed
@@ -54,6 +58,7 @@ import torch
 from ...config.checks import FAST_PRECISIONS as PRECISIONS, SWITCH
 from ...config.params import setting
 from ...core.errors import ConfigError
+from .data import full_sort_users, negatives_choice, training_draws
 from .dropout import dropout_choice
 from .facts import CPU_DEFAULT, Fact, facts_of
 
@@ -73,15 +78,21 @@ class FastPlan:
     reason: str = ""          # why this plan (device, model limits), one line
     cuda_graphs: bool = False  # with compile on a GPU: the training loss replayed as CUDA graphs
     dropout: str = "torch"    # torch | numpy: where nn.Dropout's masks come from (dropout.py)
+    negatives: str = "numpy"  # numpy | torch: who draws the training negatives (data.py)
 
     @property
     def dtype(self):
         return _DTYPES.get(self.precision)
 
     @property
-    def changes_nothing(self) -> bool:
-        """fp32 and not compiled: the run is exact (the one place this rule is written)."""
+    def model_unchanged(self) -> bool:
+        """fp32 and not compiled: the model's methods run as RecBole's (the one place this rule is written)."""
         return self.dtype is None and not self.compile
+
+    @property
+    def changes_nothing(self) -> bool:
+        """The model unchanged and RecBole's negatives: the run is exact."""
+        return self.model_unchanged and self.negatives == "numpy"
 
     def describe(self) -> str:
         """The run's log line: the plan and why."""
@@ -98,6 +109,7 @@ class FastPlan:
         parts += ["scoring eager"] if self.compile and not self.compile_scoring else []
         parts += ["CUDA graphs"] if self.cuda_graphs else []
         parts += ["numpy's dropout masks"] if self.dropout == "numpy" else []
+        parts += ["negatives drawn by torch"] if self.negatives == "torch" else []
         return ", ".join(parts)
 
     def as_dict(self) -> dict:
@@ -106,20 +118,20 @@ class FastPlan:
     @classmethod
     def stored(cls, plan: dict) -> FastPlan:
         """The plan a last.pth or metrics.json holds (`as_dict`); a key an older recrunner did not write
-        takes the value of its time (scoring compiled with the loss, torch's dropout masks)."""
+        takes the value of its time (scoring compiled with the loss, torch's dropout masks, RecBole's negatives)."""
         names = {field.name for field in fields(cls)}
         return cls(**{name: value for name, value in plan.items() if name in names})
 
 
 def choose(*, precision: str = "auto", compile="auto", device_type: str = "cpu", native_bf16: bool = False,
-           model: str = "", single_pass: bool = False, cuda_graphs="auto", dropout="auto") -> FastPlan:
-    """The fast plan for one run (pure), from the model's facts that hold on `device_type` (facts.py).
-
-    `native_bf16`: the device computes bf16 natively (a CPU's avx512_bf16/amx_bf16; a GPU's
-    `torch.cuda.is_bf16_supported()`).
-    """
+           model: str = "", single_pass: bool = False, cuda_graphs="auto", dropout="auto", negatives="auto",
+           drawn: str = "") -> FastPlan:
+    """The fast plan for one run (pure), from the model's facts that hold on `device_type` (facts.py);
+    `native_bf16`: the device computes bf16 natively (a CPU's avx512_bf16/amx_bf16, a GPU's
+    `torch.cuda.is_bf16_supported()`); `drawn`: the training negatives' distribution (data.py)."""
     _check_settings(precision, compile)
     masks, masks_why = dropout_choice(dropout, device_type)
+    negatives, negatives_why = negatives_choice(negatives, device_type, drawn)
     if single_pass:
         return FastPlan(reason=f"{model} is fitted in one pass without a training loop: nothing to accelerate")
     here, elsewhere = facts_of(model, device_type)
@@ -127,30 +139,16 @@ def choose(*, precision: str = "auto", compile="auto", device_type: str = "cpu",
     for fact in here:
         first.setdefault(fact.acts, fact)
     unused = [_not_applied(elsewhere, device_type)] if elsewhere else []
-    if "exact" in first:
-        return FastPlan(reason="; ".join([f"{model} runs exactly on {device_type}: {first['exact'].text()}", *unused]))
     faster = first.get("accelerate")
-    if device_type == "cpu" and faster is None and precision == "auto" and compile == "auto":
-        return FastPlan(reason=f"{model} runs exactly: {CPU_DEFAULT}; fast_compile: true or fast_precision tries it anyway")
+    exact = f"{model} runs exactly on {device_type}: {first['exact'].text()}" if "exact" in first else \
+        f"{model} runs exactly: {CPU_DEFAULT}; fast_compile: true or fast_precision tries it anyway" \
+        if device_type == "cpu" and faster is None and precision == "auto" and compile == "auto" else ""
+    if exact:  # the model as RecBole's; who draws the negatives is decided apart
+        return FastPlan(reason="; ".join(text for text in (exact, negatives_why, *unused) if text), negatives=negatives)
     reasons = [f"faster on {device_type}: {faster.text()}"] if faster else \
         [f"nothing measured of {model} on {device_type}: the device's defaults"] if device_type != "cpu" else []
-    prefer_fp32 = [f.text() for f in here if f.acts == "fp32 unless asked"]
-    if "fp32" in first:
-        precision = "fp32"
-        reasons.append(f"fp32: {first['fp32'].text()}")
-    elif prefer_fp32 and precision == "auto":
-        precision = "fp32"
-        reasons.append(f"fp32: {'; '.join(prefer_fp32)}; fast_precision: bf16 trades that for speed")
-    elif precision == "auto":
-        if device_type == "cuda":
-            precision = "bf16" if native_bf16 else "fp16"
-            reasons.append("the GPU " + ("has bf16" if native_bf16 else "has no bf16: fp16 with a gradient scaler"))
-        else:
-            precision = "bf16" if native_bf16 else "fp32"
-            reasons.append("this CPU " + ("has native bf16" if native_bf16 else "has no native bf16"))
-    else:
-        reasons.append(f"fast_precision {precision}" + (f" (auto would be fp32: {'; '.join(prefer_fp32)})"
-                                                        if prefer_fp32 else ""))
+    precision, why = _precision_choice(precision, first, here, device_type, native_bf16)
+    reasons.append(why)
     compiled = compile is not False and "eager" not in first
     if "eager" in first and compile is not False:
         reasons.append(f"not compiled: {first['eager'].text()}")
@@ -158,37 +156,23 @@ def choose(*, precision: str = "auto", compile="auto", device_type: str = "cpu",
     if not scoring:
         reasons.append(f"scoring eager: {first['eager scoring'].text()}")
     graphs, why = graphs_choice(cuda_graphs, compiled, device_type)
-    reasons += [text for text in (why, masks_why) if text]
+    reasons += [text for text in (why, masks_why, negatives_why) if text]
     return FastPlan(precision, compiled, scaler=precision == "fp16" and device_type == "cuda", compile_scoring=scoring,
-                    reason="; ".join(reasons + unused), cuda_graphs=graphs, dropout=masks)
+                    reason="; ".join(reasons + unused), cuda_graphs=graphs, dropout=masks, negatives=negatives)
 
 
-FAST_EVAL_USERS = 256  # users a general model's full-sort evaluation batch holds at least in fast mode
-
-
-def evaluation_users(fast: bool, own_full_sort: bool) -> int | None:
-    """Users a general model's full-sort evaluation batch holds at least (pure); None: RecBole's
-    `eval_batch_size` as it is. RecBole's counts scores (4096 is one user a batch on ml-1m), so most of
-    a validation is per-batch work; fast mode scores `FAST_EVAL_USERS` users in one product where the
-    model scores a batch of users itself (`own_full_sort`: its own `full_sort_predict`). A model
-    RecBole scores through `predict`, one row for every user and item, keeps its batches: 256 users'
-    rows could take gigabytes. Exact mode never changes them (docs/runs.md: Evaluation batches)."""
-    return FAST_EVAL_USERS if fast and own_full_sort else None
-
-
-def full_sort_users(config) -> int | None:
-    """`evaluation_users` of a run's config: what the data layer's loaders are built with."""
-    from ...seams.models import model_class
-
-    fast = bool(setting(config, "fast"))
-    return evaluation_users(fast, fast and own_full_sort(model_class(config["model"], setting(config, "detect_anomaly"))))
-
-
-def own_full_sort(model_class) -> bool:
-    """Whether a RecBole model class scores a batch of users itself (`full_sort_predict` of its own)."""
-    from recbole.model.abstract_recommender import AbstractRecommender
-
-    return getattr(model_class, "full_sort_predict", None) is not AbstractRecommender.full_sort_predict
+def _precision_choice(precision: str, first: dict, here: list, device_type: str, native_bf16: bool) -> tuple[str, str]:
+    """The loss's precision and why, from the facts that apply (`first`: the first of each act) (pure)."""
+    prefer_fp32 = [f.text() for f in here if f.acts == "fp32 unless asked"]
+    if "fp32" in first:
+        return "fp32", f"fp32: {first['fp32'].text()}"
+    if prefer_fp32 and precision == "auto":
+        return "fp32", f"fp32: {'; '.join(prefer_fp32)}; fast_precision: bf16 trades that for speed"
+    if precision == "auto" and device_type == "cuda":
+        return ("bf16", "the GPU has bf16") if native_bf16 else ("fp16", "the GPU has no bf16: fp16 with a gradient scaler")
+    if precision == "auto":
+        return ("bf16", "this CPU has native bf16") if native_bf16 else ("fp32", "this CPU has no native bf16")
+    return precision, f"fast_precision {precision}" + (f" (auto would be fp32: {'; '.join(prefer_fp32)})" if prefer_fp32 else "")
 
 
 def _check_settings(precision, compile) -> None:
@@ -231,7 +215,16 @@ def plan_for(config, model_name: str, single_pass: bool = False) -> FastPlan | N
     native = torch.cuda.is_bf16_supported() if device.type == "cuda" else cpu_has_native_bf16()
     return choose(precision=setting(config, "fast_precision"), compile=setting(config, "fast_compile"),
                   device_type=device.type, native_bf16=native, model=model_name, single_pass=single_pass,
-                  cuda_graphs=setting(config, "fast_cuda_graphs"), dropout=setting(config, "fast_dropout"))
+                  cuda_graphs=setting(config, "fast_cuda_graphs"), dropout=setting(config, "fast_dropout"),
+                  negatives=setting(config, "fast_negatives"), drawn=training_draws(config))
+
+
+def loader_settings(config, single_pass: bool = False, evaluation: bool = True) -> dict:
+    """What fast mode changes in a run's loaders (data.py), as recrunner.data.load_data's keywords:
+    evaluation batches of more users (none where the loaders have no evaluation), torch's negatives."""
+    plan = plan_for(config, config["model"], single_pass=single_pass)
+    return {"full_sort_users": full_sort_users(config) if evaluation else None,
+            "torch_negatives": plan is not None and plan.negatives == "torch"}
 
 
 def cpu_has_native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
@@ -267,19 +260,20 @@ def _torch_default_cache_dir() -> str | None:
 def same_plan_key(plan: dict | None) -> tuple | None:
     """What must match for a fast run to resume another's checkpoint (pure): precision, compile, scaler,
     compiled scoring (a plan saved before scoring could stay eager compiled it), the dropout masks'
-    generator (a plan saved before numpy's masks drew torch's)."""
+    generator (a plan saved before numpy's masks drew torch's), who drew the negatives."""
     if not plan:
         return None
     stored = FastPlan.stored(plan)
     if stored.changes_nothing:
         return None
-    return (stored.precision, stored.compile, stored.scaler, stored.compile and stored.compile_scoring, stored.dropout)
+    return (stored.precision, stored.compile, stored.scaler, stored.compile and stored.compile_scoring, stored.dropout,
+            stored.negatives)
 
 
 def plan_text(key: tuple | None) -> str:
     """`same_plan_key`'s value in words (pure)."""
     if key is None:
         return "exactly (no fast mode)"
-    precision, compiled, scaler, scoring, masks = key
-    plan = FastPlan(precision, compiled, scaler, compile_scoring=scoring or not compiled, dropout=masks)
+    precision, compiled, scaler, scoring, masks, negatives = key
+    plan = FastPlan(precision, compiled, scaler, compile_scoring=scoring or not compiled, dropout=masks, negatives=negatives)
     return f"in fast mode ({plan.settings()})"
