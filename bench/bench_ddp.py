@@ -91,10 +91,11 @@ from recrunner import Experiment, Workspace
 from recrunner.run.experiment import _load_data, prepare
 model, dataset, params, output, data_path, config_dir = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), *map(Path, sys.argv[4:])
 workspace = Workspace(output_dir=output, data_path=data_path, config_dir=config_dir)
-config = prepare(Experiment(model, dataset, params), workspace).config
+prepared = prepare(Experiment(model, dataset, params), workspace)
+config = prepared.config
 from recbole.utils import init_seed
 init_seed(config["seed"], config["reproducibility"])  # as a run seeds before it loads: a random split is the run's
-_load_data(config, workspace)
+_load_data(prepared, workspace)
 """
 
 

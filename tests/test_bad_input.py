@@ -168,7 +168,7 @@ def test_resume_from_into_a_finished_run_needs_restart_and_never_from_inside_it(
 def test_a_restart_that_fails_before_training_brings_the_finished_run_back(workspace, finished, monkeypatch):
     result, files = finished
 
-    def no_data(config, workspace):
+    def no_data(prepared, workspace):
         raise OSError("the disk went away")
 
     monkeypatch.setattr("recrunner.run.experiment._load_data", no_data)

@@ -87,7 +87,7 @@ def _single_process_evaluation(run_dir, experiment, workspace):
     from recrunner.training.logging.tensorboard import NullWriter
 
     prepared = prepare(experiment, workspace)
-    _, valid_data, test_data = loaders = _load_data(prepared.config, workspace)
+    _, valid_data, test_data = loaders = _load_data(prepared, workspace)
     trainer = _build_trainer(prepared, None, loaders[0], NullWriter(), ())
     trainer.eval_collector.data_collect(loaders[0])
     best = run_dir / "checkpoints" / "best.pth"
@@ -175,7 +175,7 @@ def _evaluate(experiment, workspace, run_dir) -> dict:
     from recrunner.training.logging.tensorboard import NullWriter
 
     prepared = prepare(experiment, workspace)
-    train_data, _, test_data = _load_data(prepared.config, workspace)
+    train_data, _, test_data = _load_data(prepared, workspace)
     trainer = _build_trainer(prepared, None, train_data, NullWriter(), ())
     trainer.eval_collector.data_collect(train_data)
     init_seed(7, True)
