@@ -19,12 +19,11 @@ run draws what the uninterrupted one drew. Popularity-weighted negatives keep Re
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import torch
 
 from .loaders import static_negatives
+from .samplers import used_pairs
 
 _RANKS = 2**62  # a draw's range before it is reduced to a user's unused items (bias below 2**-40)
 
@@ -38,9 +37,7 @@ class UnusedItems:
     sorted across all keys, so c for a whole batch is one `searchsorted`."""
 
     def __init__(self, used_ids, item_num: int, device):
-        sizes = np.fromiter((len(s) for s in used_ids), dtype=np.int64, count=len(used_ids))
-        values = np.fromiter(itertools.chain.from_iterable(used_ids), dtype=np.int64, count=int(sizes.sum()))
-        keys = np.repeat(np.arange(len(used_ids), dtype=np.int64), sizes)
+        keys, values = used_pairs(used_ids)
         inside = (values >= 1) & (values < item_num)
         keys, values = keys[inside], values[inside]
         order = np.lexsort((values, keys))

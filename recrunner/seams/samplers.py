@@ -39,6 +39,14 @@ def vectorise(sampler) -> None:
         sampler._pop_sampling = types.MethodType(_pop_sampling, sampler)
 
 
+def used_pairs(used_ids) -> tuple[np.ndarray, np.ndarray]:
+    """RecBole's `used_ids` (an array of sets, one per key) as two int64 arrays: each (key, value) pair,
+    key by key (pure)."""
+    sizes = np.fromiter((len(s) for s in used_ids), dtype=np.int64, count=len(used_ids))
+    values = np.fromiter(itertools.chain.from_iterable(used_ids), dtype=np.int64, count=int(sizes.sum()))
+    return np.repeat(np.arange(len(used_ids), dtype=np.int64), sizes), values
+
+
 _BITMAP_LIMIT = 2**31  # keys x width up to this: one bit per pair (256 MB at most), else sorted codes
 
 
@@ -51,10 +59,9 @@ class UsedPairs:
     """
 
     def __init__(self, used_ids, limit: int = _BITMAP_LIMIT):
-        sizes = np.fromiter((len(s) for s in used_ids), dtype=np.int64, count=len(used_ids))
-        values = np.fromiter(itertools.chain.from_iterable(used_ids), dtype=np.int64, count=int(sizes.sum()))
+        keys, values = used_pairs(used_ids)
         self.width = int(values.max()) + 1 if len(values) else 1
-        codes = np.repeat(np.arange(len(used_ids), dtype=np.int64), sizes) * self.width + values
+        codes = keys * self.width + values
         if len(used_ids) * self.width <= limit:
             bits = np.zeros(len(used_ids) * self.width, dtype=bool)
             bits[codes] = True
