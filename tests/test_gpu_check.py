@@ -13,7 +13,8 @@ from .conftest import REPO
 
 
 def test_the_gpu_check_runs_on_a_cpu_at_tiny_sizes_and_every_promise_holds(tmp_path):
-    steps = "resume,main,profile,fast,models,cells,seeds"  # `tests` is the suite's own business here
+    # `tests` is the suite's own business here; steps joined by + run at once, as `resume+tests` does on a GPU
+    steps = "resume+main,profile+fast+models,cells,seeds"
     done = subprocess.run([sys.executable, "bench/gpu_check.py", "--out", str(tmp_path), "--steps", steps],
                           cwd=REPO, capture_output=True, text=True, timeout=900)
 
