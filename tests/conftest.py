@@ -81,10 +81,14 @@ def read_hparams(run_dir: Path) -> dict:
 @pytest.fixture
 def mini_dataset(workspace) -> str:
     """A second small dataset, 'ml-mini': the first 40,000 interactions of ml-100k, in data_path."""
+    return write_mini_dataset(workspace.data_path)
+
+
+def write_mini_dataset(data_path: Path) -> str:
     import recbole
 
     source = Path(recbole.__file__).parent / "dataset_example" / "ml-100k" / "ml-100k.inter"
-    folder = workspace.data_path / "ml-mini"
+    folder = data_path / "ml-mini"
     folder.mkdir(parents=True, exist_ok=True)
     lines = source.read_text().splitlines(keepends=True)[:40001]
     (folder / "ml-mini.inter").write_text("".join(lines))

@@ -3,14 +3,19 @@
 import csv
 import json
 import re
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
+from recrunner import Workspace
 from recrunner.cli.main import main
 from recrunner.report import stats
 from recrunner.run.per_user import load
+
+from .conftest import REPO, write_mini_dataset
 
 
 def test_holm_adjusts_in_order_and_stays_monotone():
@@ -65,9 +70,13 @@ def test_the_paired_test_counts_a_user_once_however_many_seeds():
     assert stats.paired_test(np.tile(candidate, 2), np.tile(base, 2)) < 0.05 < once  # pooled pairs: too sure
 
 
-@pytest.fixture
-def sweep(workspace, mini_dataset, tmp_path, capsys):
-    grid = tmp_path / "compare.yaml"
+@pytest.fixture(scope="module")
+def finished_sweep(tmp_path_factory):
+    """The sweep the tests below report on, run once for them all (each test gets its own copy)."""
+    root = tmp_path_factory.mktemp("report")
+    workspace = Workspace(output_dir=root / "runs", data_path=root / "datasets", config_dir=REPO / "configs")
+    mini_dataset = write_mini_dataset(workspace.data_path)
+    grid = root / "compare.yaml"
     grid.write_text(yaml.safe_dump({
         "name": "compare", "models": ["Pop", "BPR"], "datasets": ["ml-100k", mini_dataset], "seeds": [2020, 2021],
         "model_params": {"BPR": {"learning_rate": [0.01, 1e30], "embedding_size": 16}},  # 1e30 diverges: flagged
@@ -75,8 +84,13 @@ def sweep(workspace, mini_dataset, tmp_path, capsys):
     }))
     main(["--grid", str(grid), "--output", str(workspace.output_dir), "--data-path", str(workspace.data_path),
           "--config-dir", str(workspace.config_dir), "--quiet"])
-    capsys.readouterr()
     return workspace.output_dir / "compare"
+
+
+@pytest.fixture
+def sweep(finished_sweep, tmp_path, capsys):
+    capsys.readouterr()
+    return Path(shutil.copytree(finished_sweep, tmp_path / "runs" / "compare"))
 
 
 def test_report_renders_tables_significance_flags_and_charts(sweep, capsys):

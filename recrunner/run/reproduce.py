@@ -186,17 +186,23 @@ def reproduce(run_dir: Path, *, output: Path | None = None, data_path: Path | No
               config_dir: Path | None = None, command: str | None = None, console: bool = True) -> tuple[Path, Comparison]:
     """Run `run_dir` again into a new folder; (the new run's folder, the comparison)."""
     from .experiment import run_experiment
-    from .per_user import load as load_per_user
 
     experiment, workspace, original = plan(run_dir, output, data_path, config_dir, command)
     with _threads((original.provenance or {}).get("threads")):
         result = run_experiment(experiment, workspace, console=console)
-    reproduced = RunRecord.read(result.run_dir)
-    if reproduced is None:
+    if RunRecord.read(result.run_dir) is None:
         raise ConfigError(f"the new run at {result.run_dir} wrote no metrics.json")
-    per_user = [RunPaths(Path(folder)).test_per_user for folder in (run_dir, result.run_dir)]
+    return result.run_dir, compare_runs(Path(run_dir), result.run_dir)
+
+
+def compare_runs(original_dir: Path, reproduced_dir: Path) -> Comparison:
+    """`compare` on two finished run folders: their records, configurations and per-user test values."""
+    from .per_user import load as load_per_user
+
+    original, reproduced = RunRecord.read(original_dir), RunRecord.read(reproduced_dir)
+    per_user = [RunPaths(Path(folder)).test_per_user for folder in (original_dir, reproduced_dir)]
     pairs = tuple(load_per_user(path) for path in per_user) if all(p.is_file() for p in per_user) else None
-    return result.run_dir, compare(original, reproduced, _config(Path(run_dir)), _config(result.run_dir), pairs)
+    return compare(original, reproduced, _config(original_dir), _config(reproduced_dir), pairs)
 
 
 @contextlib.contextmanager
