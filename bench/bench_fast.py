@@ -184,7 +184,8 @@ def main(argv=None) -> int:
     parser.add_argument("--cases", nargs="+", default=CASES, metavar="MODEL:DATASET")
     parser.add_argument("--epochs", type=int, default=3, help="epochs per process: 1 cold, the rest warm (default 3)")
     parser.add_argument("--max-batches", type=int, default=None, help="time only the first N batches of an epoch")
-    parser.add_argument("--data-path", type=Path, default=REPO.parent / "shared" / "datasets")
+    parser.add_argument("--data-path", type=lambda path: Path(path).resolve(),  # each run works in its own folder
+                        default=REPO.parent / "shared" / "datasets")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     parser.add_argument("--precision", choices=("auto", "bf16", "fp16", "fp32"), default="auto", help="fast_precision")
     parser.add_argument("--no-limits", action="store_true", help="ignore fast mode's per-model tables for the measured models")

@@ -123,7 +123,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", nargs="+", default=["BPR:ml-100k", "BPR:ml-1m"])
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--data-path", default=str(REPO.parent / "shared" / "datasets"))
+    parser.add_argument("--data-path", type=lambda path: str(Path(path).resolve()),  # the run works in its own folder
+                        default=str(REPO.parent / "shared" / "datasets"))
     args = parser.parse_args(argv)
     print("| case | batches | RecBole loader s | vectorised loader s | ratio | RecBole epoch s | vectorised epoch s | ratio |")
     print("|---|---|---|---|---|---|---|---|")

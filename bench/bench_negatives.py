@@ -1,7 +1,7 @@
 """A training epoch's batches with RecBole's negatives (numpy) against torch's (fast mode's `fast_negatives`).
 
     python bench/bench_negatives.py [--cases BPR:ml-1m ...] [--passes 5] [--device cpu|cuda]
-                                    [--data-path ../shared/datasets]
+                                    [--distribution uniform|popularity] [--data-path ../shared/datasets]
 
 One process; per case the training loader as a run builds it (recrunner's config layers,
 `load_data`, on `--device`), then whole epochs of its batches, the two ways taking turns, the first
@@ -26,8 +26,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
-def build(model_name: str, dataset: str, data_path: Path, device: str):
-    """The training loader as a run builds it, on `device`."""
+def build(model_name: str, dataset: str, data_path: Path, device: str, distribution: str = "uniform"):
+    """The training loader as a run builds it, on `device`, drawing `distribution` negatives."""
     from recbole.utils import init_seed
 
     from recrunner import Experiment, Workspace, prepare
@@ -35,7 +35,9 @@ def build(model_name: str, dataset: str, data_path: Path, device: str):
 
     folder = Path(tempfile.mkdtemp(prefix="bench-negatives-"))
     workspace = Workspace(folder / "runs", data_path, REPO / "configs")
-    prepared = prepare(Experiment(model_name, dataset, {"device": device} if device != "cpu" else {}), workspace)
+    params = {"train_neg_sample_args": {"distribution": distribution, "sample_num": 1, "alpha": 1.0, "dynamic": False},
+              **({"device": device} if device != "cpu" else {})}
+    prepared = prepare(Experiment(model_name, dataset, params), workspace)
     config = prepared.config
     init_seed(config["seed"], config["reproducibility"])
     train, _, _ = load_data(config, None)
@@ -65,12 +67,12 @@ def check(train, drawn) -> int:
     return int(np.int64(count))
 
 
-def measure(model_name: str, dataset: str, passes: int, data_path: Path, device: str) -> dict:
+def measure(model_name: str, dataset: str, passes: int, data_path: Path, device: str, distribution: str = "uniform") -> dict:
     import torch
 
     from recrunner.seams.negatives import TorchNegatives
 
-    train, _ = build(model_name, dataset, data_path, device)
+    train, _ = build(model_name, dataset, data_path, device, distribution)
     drawing = TorchNegatives(train._sampler)
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     seconds, drawn_count = {"numpy": [], "torch": []}, 0
@@ -93,14 +95,17 @@ def main(argv=None) -> int:
     parser.add_argument("--cases", nargs="+", default=["BPR:ml-1m", "BPR:Amazon_Sports_and_Outdoors"])
     parser.add_argument("--passes", type=int, default=5)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--data-path", default=str(REPO.parent / "shared" / "datasets"))
+    parser.add_argument("--distribution", choices=("uniform", "popularity"), default="uniform")
+    parser.add_argument("--data-path", type=lambda path: str(Path(path).resolve()),
+                        default=str(REPO.parent / "shared" / "datasets"))
     args = parser.parse_args(argv)
-    print(f"median of {args.passes} epochs each way, after one at the start; on {args.device}; no used item drawn\n")
+    print(f"median of {args.passes} epochs each way, after one at the start; on {args.device}; {args.distribution} "
+          "negatives; no used item drawn\n")
     print("| case | batches | negatives an epoch | numpy ms a batch | torch ms a batch | numpy / torch |")
     print("|---|---|---|---|---|---|")
     for case in args.cases:
         model_name, dataset = case.split(":")
-        row = measure(model_name, dataset, args.passes, Path(args.data_path), args.device)
+        row = measure(model_name, dataset, args.passes, Path(args.data_path), args.device, args.distribution)
         print(f"| {row['case']} | {row['batches']} | {row['drawn']} | {row['numpy']:.3f} | {row['torch']:.3f} | "
               f"{row['numpy'] / row['torch']:.2f}x |", flush=True)
     return 0

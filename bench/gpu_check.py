@@ -39,7 +39,7 @@ Then one table: OUT/gpu_check.md (and .json), rewritten after every step, so a c
 --budget (seconds for the whole check: every process's timeout is cut to what is left, and a step
 with under 20 s left is skipped and says so, a process the budget stopped says so) still reports
 what it measured. Without a GPU, or with --tiny, every step runs at tiny
-sizes on ml-100k (fast mode uncompiled, cells on 2 CPU workers): CI's check of this script
+sizes on ml-100k (fast mode uncompiled, bf16 only on a CPU with native bf16, cells on 2 CPU workers): CI's check of this script
 (tests/test_gpu_check.py). Never claim a figure this did not measure: the table names the device.
 """
 
@@ -116,6 +116,21 @@ print(json.dumps({"epoch_seconds": epochs, "train_seconds": train, "test": {k: f
 """
 
 
+def _cpu_name() -> str:
+    """The CPU's model name (Linux's cpuinfo), e.g. "AMD EPYC"."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return "an unnamed CPU"
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "an unnamed CPU")
+
+
+def _native_bf16() -> bool:
+    from recrunner.training.fast.plan import cpu_has_native_bf16
+
+    return cpu_has_native_bf16()
+
+
 class Check:
     def __init__(self, args):
         import torch
@@ -130,9 +145,14 @@ class Check:
                     "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
         self.out.mkdir(parents=True, exist_ok=True)
         (self.out / "steps").mkdir(exist_ok=True)
-        self.versions = f"torch {torch.__version__}" + (f", CUDA {torch.version.cuda}" if self.gpu else "")
+        self.versions = f"torch {torch.__version__}" + (f", CUDA {torch.version.cuda}" if self.gpu else "") + \
+            ("" if self.gpu else f", {_cpu_name()}, {'native' if _native_bf16() else 'no native'} bf16")
         self.deadline = time.monotonic() + args.budget if args.budget else None
         self.stopped: dict[str, float] = {}  # log name -> seconds it ran before the budget stopped it
+        # fast mode at tiny sizes (CI's CPU): uncompiled (no minute of compiling), in bf16 on a GPU or a CPU that
+        # computes it natively; elsewhere bf16 is emulated, ~37,000 select ops a batch (an epoch 2.5 s, fp32's 0.5 s)
+        self.tiny_fast = {"fast_compile": False, "fast_precision": "bf16" if self.gpu or _native_bf16() else "fp32"} \
+            if self.tiny else {}
 
     def left(self, timeout: float) -> float:
         """A process's timeout: `timeout`, or less where the check's budget ends sooner."""
@@ -404,7 +424,7 @@ def graph_step(check: Check) -> dict:
 
 
 def fast(check: Check) -> dict:
-    job = {**check.job(3), **({"fast_compile": False, "fast_precision": "bf16"} if check.tiny else {})}  # CI's CPU: no minute of compiling
+    job = {**check.job(3), **check.tiny_fast}
     cache = _cache(check)
     run, busy = check.timed_run("main-fast", job, "--fast", timeout=420)  # on a GPU its step from CUDA graphs (auto)
     rows = {"--fast, plan": run.get("fast_plan", ""), "--fast, s/epoch": _seconds(run),
@@ -492,10 +512,9 @@ def cells(check: Check) -> dict:
 def seeds(check: Check) -> dict:
     """Issue 46: --fast's test NDCG@10 over 3 seeds against exact mode's spread over the same seeds, the main
     job at 3 epochs (on a CPU tiny, fast mode uncompiled), one sweep of 6 cells one at a time."""
-    fast_extra = {"fast_compile": False, "fast_precision": "bf16"} if check.tiny else {}
     grid = check.out / "seeds.yaml"
     grid.write_text(json.dumps({"models": ["SASRec"], "datasets": [check.dataset], "seeds": [1, 2, 3],
-                                "params": {"fast": [False, True]}, "fixed": {**check.job(3 if check.gpu else 1), **fast_extra}}))
+                                "params": {"fast": [False, True]}, "fixed": {**check.job(3 if check.gpu else 1), **check.tiny_fast}}))
     gpus = ["--gpus", "0"] if check.gpu else []
     code = check.recrunner(["--grid", str(grid), "--name", "seeds", "--workers", "1", *gpus], 540, "seeds")
     if check.cut("seeds"):
@@ -530,13 +549,10 @@ def profile(check: Check) -> dict:
     """bench/profile_batches.py on the main job, exact and --fast (on a GPU also with its step graphed), a window of epoch 1's batches; its
     trace into traces/."""
     rows = {}
-    # tiny, on a CPU: fast mode in fp32 and uncompiled, no minute of compiling; not bf16, whose CPU matrix
-    # products at these sizes are ~37,000 select ops a batch, a minute under the profiler
-    tiny_fast = {"fast_compile": False, "fast_precision": "fp32"} if check.tiny else {}
     graphed = (("--fast, step from CUDA graphs", "profile-fast-graphs", {"fast": True}),) \
         if check.gpu else ()  # exact mode's graphed step: its kernels alone take 8.4 of its 9.2 ms (the H200)
     for name, log, extra in (("exact", "profile-exact", {}),
-                             ("--fast", "profile-fast", {"fast": True, "cuda_graph_step": False, **tiny_fast}), *graphed):
+                             ("--fast", "profile-fast", {"fast": True, "cuda_graph_step": False, **check.tiny_fast}), *graphed):
         cache = _cache(check)
         (check.out / "traces").mkdir(exist_ok=True)
         code, found = check.python(  # each its own sweep: cuda_graph_step is not part of a run's identity

@@ -68,6 +68,17 @@ def test_a_run_the_budget_stopped_is_named_so_and_not_a_failure():
     assert check._compile({"status": "ok", "compile_seconds": None}, "cold: the cache was empty") == "not compiled"
 
 
+def test_tiny_fast_mode_is_bf16_only_where_the_cpu_computes_bf16(monkeypatch, tmp_path):
+    """Emulated bf16 (a CPU without avx512_bf16 or amx_bf16) made the CPU check's fast epochs 5x as long."""
+    import argparse
+
+    check = _module("gpu_check")
+    args = argparse.Namespace(out=tmp_path, tiny=True, data_path=None, budget=None)
+    for native, precision in ((True, "bf16"), (False, "fp32")):
+        monkeypatch.setattr(check, "_native_bf16", lambda: native)
+        assert check.Check(args).tiny_fast == {"fast_compile": False, "fast_precision": precision}
+
+
 def test_the_cells_span_from_the_first_start_to_the_last_end_of_a_sweep_record():
     check = _module("gpu_check")
     lines = [json.dumps(record) for record in (

@@ -11,7 +11,8 @@ from scipy import stats
 
 from recrunner import Experiment, run_experiment
 from recrunner.core.errors import ConfigError
-from recrunner.seams.negatives import NO_NEGATIVES, TorchNegatives, UnusedItems, draw_with_torch, torch_negatives_for
+from recrunner.seams.negatives import (NO_NEGATIVES, PopularItems, TorchNegatives, UnusedItems, draw_with_torch,
+                                       popularity_weights, torch_negatives_for)
 from recrunner.training.fast.data import negatives_choice, training_draws
 from recrunner.training.fast.plan import choose
 
@@ -67,6 +68,69 @@ def test_the_unused_items_are_rebuilt_when_the_used_ones_change():
     assert set(negatives(torch.zeros(200, dtype=torch.long), torch.ones(200, dtype=torch.long), 1).tolist()) == {1, 2}
 
 
+# ---------------------------------------------------------------- popularity negatives
+WEIGHTS = np.array([0, 5, 1, 0, 7, 2, 3, 1, 4, 6])  # item 0 (padding) and item 3 are never drawn
+
+
+def test_each_rank_of_a_users_unused_weight_is_an_unused_item_as_often_as_its_weight():
+    popular = PopularItems(WEIGHTS, np.array(USED, dtype=object), device="cpu")
+    for key, used in enumerate(USED):
+        unused = [item for item in range(1, 10) if item not in used]
+        assert int(popular.unused[key]) == WEIGHTS[unused].sum()
+        ranks = torch.arange(int(popular.unused[key]))
+        items = popular.item(torch.full_like(ranks, key), ranks)
+        expected = [item for item in unused for _ in range(WEIGHTS[item])]  # every rank, in order
+        assert items.tolist() == expected, key
+
+
+def test_a_repeatable_samplers_popular_items_are_any_but_the_rows_own():
+    popular = PopularItems(WEIGHTS, np.array([], dtype=object), device="cpu")
+    for own in range(10):
+        ranks = torch.arange(int(popular.not_own(torch.tensor(own))))
+        items = popular.other_than(torch.full_like(ranks, own), ranks)
+        assert items.tolist() == [item for item in range(10) if item != own for _ in range(WEIGHTS[item])], own
+
+
+def test_popularity_weights_are_recboles_alias_table_distribution():
+    from recbole.sampler.sampler import AbstractSampler
+
+    class Candidates(AbstractSampler):
+        def __init__(self, candidates, alpha):
+            self.candidates, self.alpha, self.item_num = candidates, alpha, 12
+
+        def _get_candidates_list(self):
+            return list(self.candidates)
+
+    rng = np.random.default_rng(0)
+    for alpha in (1.0, 0.5, 0.0):
+        sampler = Candidates(rng.zipf(1.5, 4000) % 11 + 1, alpha)  # items 1..11, a long tail; none of 0
+        sampler._build_alias_table()  # RecBole's: prob and alias per item, as _pop_sampling reads them
+        recbole = np.zeros(12)
+        for item, prob in sampler.prob.items():
+            recbole[item] += prob
+            if sampler.alias[item] != -1:
+                recbole[sampler.alias[item]] += 1 - prob
+        recbole /= len(sampler.prob)
+        weights = popularity_weights(sampler, keys=943)
+        assert weights[0] == 0 and (weights[1:] > 0).all()
+        assert weights / weights.sum() == pytest.approx(recbole, abs=1e-9), alpha
+
+
+def test_popularity_negatives_follow_the_weights_over_each_users_unused_items():
+    torch.manual_seed(2)
+    used = [{1, 2, 3}, set(range(5, 12))]
+    candidates = [item for item in range(1, 12) for _ in range(item)]  # item i seen i times
+    sampler = type("Sampler", (), {"used_ids": np.array(used, dtype=object), "item_num": 12, "alpha": 1.0,
+                                   "distribution": "popularity", "_get_candidates_list": lambda self: candidates})()
+    draws = TorchNegatives(sampler)(torch.tensor([0, 1]), torch.tensor([1, 5]), 40000)
+    for user in (0, 1):
+        counts = np.bincount(draws[user::2].numpy(), minlength=12)
+        allowed = sorted(set(range(1, 12)) - used[user])
+        assert counts[sorted(used[user])].sum() == 0 and counts[0] == 0
+        expected = np.array(allowed, dtype=float) / sum(allowed) * counts.sum()
+        assert stats.chisquare(counts[allowed], expected).pvalue > 1e-4
+
+
 # ---------------------------------------------------------------- decisions (pure)
 def test_who_draws_the_negatives():
     assert negatives_choice("auto", "cpu", "uniform") == ("numpy", "")  # RecBole's sampler costs less on a CPU
@@ -76,7 +140,9 @@ def test_who_draws_the_negatives():
     assert negatives_choice("numpy", "cuda", "uniform") == ("numpy", "")
     assert negatives_choice("auto", "cuda", "") == ("numpy", "")  # nothing drawn before the model sees a batch
     where, why = negatives_choice("torch", "cuda", "popularity")
-    assert where == "numpy" and "popularity negatives are drawn by RecBole's sampler" in why
+    assert where == "torch" and "RecBole's popularity distribution" in why
+    where, why = negatives_choice("torch", "cuda", "inverse")  # no such distribution in RecBole 1.2.1 yet
+    assert where == "numpy" and "inverse negatives are drawn by RecBole's sampler" in why
     with pytest.raises(ConfigError, match="fast_negatives must be one of auto, numpy, torch"):
         negatives_choice("gpu", "cuda", "uniform")
 
@@ -107,7 +173,7 @@ def test_a_configs_training_draws():
     assert training_draws({"train_neg_sample_args": None}) == ""
 
 
-def test_only_a_training_loaders_uniform_negatives_are_drawn_by_torch():
+def test_only_a_training_loaders_uniform_and_popularity_negatives_are_drawn_by_torch():
     def loader(kind, sampler, distribution="uniform"):
         args = {"distribution": distribution, "sample_num": 1, "dynamic": False}
         return type(kind, (), {"_sampler": sampler, "neg_sample_args": args})()
@@ -116,7 +182,9 @@ def test_only_a_training_loaders_uniform_negatives_are_drawn_by_torch():
     assert torch_negatives_for(loader("TrainDataLoader", type("Sampler", (), {"distribution": "uniform"})())) == ""
     assert "no training negatives" in torch_negatives_for(loader("FullSortEvalDataLoader", uniform))
     popular = type("Sampler", (), {"distribution": "popularity"})()
-    assert "popularity negatives" in torch_negatives_for(loader("TrainDataLoader", popular, "popularity"))
+    assert torch_negatives_for(loader("TrainDataLoader", popular, "popularity")) == ""
+    other = type("Sampler", (), {"distribution": "inverse"})()
+    assert "inverse negatives are drawn by RecBole's sampler" in torch_negatives_for(loader("TrainDataLoader", other, "inverse"))
     assert "SeqSampler draws them" in torch_negatives_for(loader("TrainDataLoader", type("SeqSampler", (), {})()))
     kept = loader("TrainDataLoader", type("Sampler", (), {"distribution": "uniform"})())
     assert draw_with_torch(kept, gathered=False) == "its batches are built by RecBole's collate"
@@ -152,6 +220,33 @@ def test_a_fast_run_draws_its_negatives_with_torch_and_leaves_numpys_rng_alone(w
     assert np.array_equal(np.random.get_state()[1], before)  # numpy's generator never drew
     used = train._sampler.used_ids
     assert not any(int(item) in used[int(user)] for users, items in batches for user, item in zip(users, items))
+
+
+def test_a_fast_run_draws_popularity_negatives_with_torch(workspace):
+    negatives = {"distribution": "popularity", "sample_num": 1, "alpha": 1.0, "dynamic": False}
+    params = {**TINY_BPR, "epochs": 1, "train_neg_sample_args": negatives}
+    fast = run_experiment(Experiment("BPR", "ml-100k", {**params, "fast": True, "fast_negatives": "torch"}),
+                          workspace, console=False)
+    assert fast.status == "ok", fast.error
+    assert "training negatives drawn by torch on cpu: RecBole's popularity distribution" in \
+        (fast.run_dir / "run.log").read_text()
+
+    from recbole.utils import init_seed
+
+    from recrunner.data.cache import load_data
+    from recrunner.run.preparation import prepare
+
+    config = prepare(Experiment("BPR", "ml-100k", params), workspace).config
+    init_seed(config["seed"], config["reproducibility"])
+    train, _, _ = load_data(config, None, torch_negatives=True)
+    before = np.random.get_state()[1].copy()
+    batches = [(batch["user_id"], batch["neg_item_id"]) for _ in range(3) for batch in train]  # 3 epochs
+    assert np.array_equal(np.random.get_state()[1], before)  # numpy's generator never drew
+    used = train._sampler.used_ids
+    assert not any(int(item) in used[int(user)] for users, items in batches for user, item in zip(users, items))
+    drawn = np.bincount(torch.cat([items for _, items in batches]).numpy(), minlength=train._sampler.item_num)
+    seen = np.bincount(train._sampler._get_candidates_list(), minlength=train._sampler.item_num)
+    assert stats.spearmanr(drawn[1:], seen[1:]).statistic > 0.9  # the popular items drawn most
 
 
 def test_a_knowledge_graph_loader_draws_its_user_item_negatives_with_torch(workspace, caplog):

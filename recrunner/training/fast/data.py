@@ -53,10 +53,11 @@ def negatives_choice(asked, device_type: str, drawn: str) -> tuple[str, str]:
     wanted = asked == "torch" or (asked == "auto" and device_type != "cpu")
     if not drawn or not wanted:
         return "numpy", ""
-    if drawn != "uniform":
-        return "numpy", f"fast_negatives: {drawn} negatives are drawn by RecBole's sampler; torch draws uniform ones"
-    return "torch", (f"training negatives drawn by torch on {device_type}: RecBole's distribution, not exact mode's "
-                     "negatives for this seed (fast_negatives: numpy keeps them)")
+    if drawn not in ("uniform", "popularity"):
+        return "numpy", (f"fast_negatives: {drawn} negatives are drawn by RecBole's sampler; torch draws uniform "
+                         "and popularity ones")
+    return "torch", (f"training negatives drawn by torch on {device_type}: RecBole's {drawn} distribution, not exact "
+                     "mode's negatives for this seed (fast_negatives: numpy keeps them)")
 
 
 def training_draws(config) -> str:
