@@ -117,12 +117,9 @@ print(json.dumps({"epoch_seconds": epochs, "train_seconds": train, "test": {k: f
 
 
 def _cpu_name() -> str:
-    """The CPU's model name (Linux's cpuinfo), e.g. "AMD EPYC"."""
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        return "an unnamed CPU"
-    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "an unnamed CPU")
+    from recrunner.training.loop.device import cpu_model
+
+    return cpu_model() or "an unnamed CPU"
 
 
 def _native_bf16() -> bool:
@@ -145,13 +142,14 @@ class Check:
                     "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
         self.out.mkdir(parents=True, exist_ok=True)
         (self.out / "steps").mkdir(exist_ok=True)
+        native_bf16 = not self.gpu and _native_bf16()  # the CPU's (a GPU's fast mode is bf16 at tiny sizes anyway)
         self.versions = f"torch {torch.__version__}" + (f", CUDA {torch.version.cuda}" if self.gpu else "") + \
-            ("" if self.gpu else f", {_cpu_name()}, {'native' if _native_bf16() else 'no native'} bf16")
+            ("" if self.gpu else f", {_cpu_name()}, {'native' if native_bf16 else 'no native'} bf16")
         self.deadline = time.monotonic() + args.budget if args.budget else None
         self.stopped: dict[str, float] = {}  # log name -> seconds it ran before the budget stopped it
         # fast mode at tiny sizes (CI's CPU): uncompiled (no minute of compiling), in bf16 on a GPU or a CPU that
         # computes it natively; elsewhere bf16 is emulated, ~37,000 select ops a batch (an epoch 2.5 s, fp32's 0.5 s)
-        self.tiny_fast = {"fast_compile": False, "fast_precision": "bf16" if self.gpu or _native_bf16() else "fp32"} \
+        self.tiny_fast = {"fast_compile": False, "fast_precision": "bf16" if self.gpu or native_bf16 else "fp32"} \
             if self.tiny else {}
 
     def left(self, timeout: float) -> float:

@@ -33,6 +33,19 @@ _RANKS = 2**62  # a draw's range before it is reduced to a user's unused items (
 #                 2**-40 for items, 2**-22 for popularity weights)
 
 
+def sorted_pairs(used_ids, keep) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """RecBole's `used_ids` as (key, value) pairs whose values `keep(values)` keeps, sorted by key then
+    value; with each key's count of pairs and the index of its first (pure)."""
+    keys, values = used_pairs(used_ids)
+    kept = keep(values)
+    keys, values = keys[kept], values[kept]
+    order = np.lexsort((values, keys))
+    keys, values = keys[order], values[order]
+    counts = np.bincount(keys, minlength=len(used_ids)).astype(np.int64)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    return keys, values, counts, starts
+
+
 class UnusedItems:
     """The items of [1, item_num) each key has not used (RecBole's `used_ids`: one set per key), on
     `device`: `item(keys, ranks)` is the `ranks`-th unused item of each key, counting from 0.
@@ -42,13 +55,7 @@ class UnusedItems:
     sorted across all keys, so c for a whole batch is one `searchsorted`."""
 
     def __init__(self, used_ids, item_num: int, device):
-        keys, values = used_pairs(used_ids)
-        inside = (values >= 1) & (values < item_num)
-        keys, values = keys[inside], values[inside]
-        order = np.lexsort((values, keys))
-        keys, values = keys[order], values[order]
-        counts = np.bincount(keys, minlength=len(used_ids)).astype(np.int64)
-        starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        keys, values, counts, starts = sorted_pairs(used_ids, lambda values: (values >= 1) & (values < item_num))
         below = values - 1 - (np.arange(len(values), dtype=np.int64) - starts[keys])
         self.item_num = item_num
         self.bounds = torch.from_numpy(keys * item_num + below).to(device)
@@ -71,17 +78,15 @@ class PopularItems:
     key, are sorted across all keys, so U for a whole batch is one more `searchsorted`."""
 
     def __init__(self, weights: np.ndarray, used_ids, device):
-        keys, values = used_pairs(used_ids)
-        keep = (values >= 0) & (values < len(weights))
-        keep[keep] = weights[values[keep]] > 0  # an item without weight is never drawn: nothing to add back
-        keys, values = keys[keep], values[keep]
-        order = np.lexsort((values, keys))
-        keys, values = keys[order], values[order]
+        def weighted(values):  # an item without weight is never drawn: nothing to add back
+            keep = (values >= 0) & (values < len(weights))
+            keep[keep] = weights[values[keep]] > 0
+            return keep
+
+        keys, values, counts, starts = sorted_pairs(used_ids, weighted)
         cumulative = np.cumsum(weights)
         total = int(cumulative[-1])
         used = weights[values]
-        counts = np.bincount(keys, minlength=len(used_ids)).astype(np.int64)
-        starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
         through = np.cumsum(used)  # the used weight through each pair, over all keys
         within = through - np.concatenate([[0], through])[starts[keys]]  # through each pair, its key's only
         below = cumulative[values] - used - (within - used)  # t_j: the key's unused weight below s_j
