@@ -34,7 +34,8 @@ joined by "+" run at the same time: only steps that time nothing should share th
 A GPU busy share is nvidia-smi's over the whole run (its start, data, compile and evaluation too), then
 over the training of its epochs after the first (from history.jsonl's times: issue 46's 80% is for training).
 Every compile time says whether the compiler's cache (the runs folder's, which all steps share) was
-empty: the first compiling step's is the cold compile, a later one's mostly reads the cache.
+empty: the first compiling step's is the cold compile, a later one's mostly reads the cache; and where
+its time went (the run's compile_phases: capture, autograd's graph, forward, backward, kernels waited for).
 Then one table: OUT/gpu_check.md (and .json), rewritten after every step, so a check cut short by
 --budget (seconds for the whole check: every process's timeout is cut to what is left, and a step
 with under 20 s left is skipped and says so, a process the budget stopped says so) still reports
@@ -326,6 +327,7 @@ def recorded(check: Check, sweep: str) -> dict:
             "train_seconds": [line["train_seconds"] for line in epochs if "train_seconds" in line],
             "test": record.get("test") or {}, "peak_mb": (record.get("device") or {}).get("peak_memory_mb"),
             "status": record["status"], "compile_seconds": record.get("compile_seconds"),
+            "compile_phases": record.get("compile_phases") or {},
             "train_windows": train_windows(history),
             "fast_plan": _plan((record.get("provenance") or {}).get("fast")),
             "graphs": [found.group(1) for line in _log(metrics.parent)
@@ -343,7 +345,10 @@ def _compile(run: dict, cache: str = "") -> str:
         return _stopped(run)
     if seconds is None and run.get("status") == "ok":
         return "not compiled"
-    return _s(seconds) + (f" ({cache})" if cache and seconds is not None else "")
+    notes = [cache] if cache and seconds is not None else []
+    notes += [", ".join(f"{name} {value:.1f}" for name, value in run.get("compile_phases", {}).items())] \
+        if seconds is not None and run.get("compile_phases") else []  # where a cold compile's time goes
+    return _s(seconds) + "".join(f" ({note})" for note in notes)
 
 
 def _cache(check: Check) -> str:

@@ -66,6 +66,9 @@ def test_a_run_the_budget_stopped_is_named_so_and_not_a_failure():
     assert check._compile({"status": "ok", "compile_seconds": 89.6}, "cold: the cache was empty") == \
         "90 s (cold: the cache was empty)"
     assert check._compile({"status": "ok", "compile_seconds": None}, "cold: the cache was empty") == "not compiled"
+    phases = {"capture": 5.14, "forward": 10.2, "backward": 11.0}  # the run's compile_phases
+    assert check._compile({"status": "ok", "compile_seconds": 40.2, "compile_phases": phases}, "cold: the cache was empty") == \
+        "40 s (cold: the cache was empty) (capture 5.1, forward 10.2, backward 11.0)"
 
 
 def test_tiny_fast_mode_is_bf16_only_where_the_cpu_computes_bf16(monkeypatch, tmp_path):

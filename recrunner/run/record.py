@@ -84,6 +84,7 @@ class RunRecord:
     train_seconds: float | None = None               # TrainingState.train_seconds: every process's epochs
     test_seconds: float | None = None
     compile_seconds: float | None = None            # fast mode: torch.compile's share of train and test
+    compile_phases: dict = field(default_factory=dict)  # its parts: capture, autograd's graph, forward, backward (compile_clock.py)
 
     @property
     def seconds(self) -> float | None:

@@ -227,22 +227,3 @@ def _is_inductor_error(exc: BaseException) -> bool:
     """A failure in inductor's part of compiling (after dynamo traced the method): torch's InductorError,
     or dynamo's BackendCompilerFailed around it."""
     return (type(exc).__module__ or "").startswith("torch._inductor") or type(exc).__name__ == "BackendCompilerFailed"
-
-
-class CompileClock:
-    """The seconds a run spends compiling: torch's own count of its compiles (dynamo's, inductor's
-    included), from the clock's start; 0 where this torch keeps no such count."""
-
-    def __init__(self):
-        self.start = _compiled_so_far()
-
-    def seconds(self) -> float:
-        return round(_compiled_so_far() - self.start, 1)
-
-
-def _compiled_so_far() -> float:
-    try:
-        from torch._dynamo.utils import compilation_time_metrics
-    except ImportError:
-        return 0.0
-    return float(sum(compilation_time_metrics.get("_compile.compile_inner", ())))
