@@ -345,10 +345,10 @@ def _compile(run: dict, cache: str = "") -> str:
         return _stopped(run)
     if seconds is None and run.get("status") == "ok":
         return "not compiled"
-    notes = [cache] if cache and seconds is not None else []
-    notes += [", ".join(f"{name} {value:.1f}" for name, value in run.get("compile_phases", {}).items())] \
-        if seconds is not None and run.get("compile_phases") else []  # where a cold compile's time goes
-    return _s(seconds) + "".join(f" ({note})" for note in notes)
+    if seconds is None:
+        return _s(seconds)
+    phases = ", ".join(f"{name} {value:.1f}" for name, value in run.get("compile_phases", {}).items())  # where it went
+    return _s(seconds) + "".join(f" ({note})" for note in (cache, phases) if note)
 
 
 def _cache(check: Check) -> str:

@@ -26,11 +26,11 @@ class CompileClock:
     def __init__(self):
         self.start = _metrics()
 
-    def seconds(self) -> float:
-        return compile_phases(self.start, _metrics()).get("total", 0.0)
-
     def phases(self) -> dict[str, float]:
         return compile_phases(self.start, _metrics())
+
+    def seconds(self) -> float:
+        return self.phases()["total"]
 
 
 def compile_phases(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
