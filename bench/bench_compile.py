@@ -41,7 +41,7 @@ def one(variant: str, case: str, data_path: str | None, cache: str) -> dict:
     import torch._dynamo.config as dynamo
     from torch._dynamo.utils import compilation_time_metrics
 
-    from recrunner.training.fast.apply import CompileClock
+    from recrunner.training.fast.compile_clock import CompileClock
 
     model, dataset = case.split(":")
     with tempfile.TemporaryDirectory() as work:
