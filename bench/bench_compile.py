@@ -3,12 +3,15 @@ compiler cache and from a filled one, with a model's float attributes compiled a
 setting, recrunner.training.fast.apply) and as symbols (torch's default under dynamic shapes, before).
 
     python bench/bench_compile.py [--case SASRec:ml-100k] [--rounds 2] [--data-path ../shared/datasets]
+                                  [--set n_heads=1 ...]
 
 Each measurement is a fresh process that builds the run as bench_fast.py does (`build`) and then trains one
 batch (the first step: compiling the loss, forward and backward), two more (a warm step), validates once
 (compiling the scoring) and once more. The two variants alternate, each round into an empty cache folder of
 its own: `empty` compiles into it, `cached` is the next process on the same folder, what the next cell of a
-sweep pays. Reported per variant and cache, one figure per round:
+sweep pays; `forgotten` (constants only) is one more process there after deleting the compiler failures the
+first remembered (recrunner.training.fast.failures: SASRec with `--set n_heads=1` fails inductor's attention
+rewrite), what each run paid before they were remembered. Reported per variant and cache, one figure per round:
 
     compile s   torch's count of compiling seconds (recrunner's CompileClock): training, then validation
     captures    how many times dynamo captured the training loss (a capture started again wastes one)
@@ -30,13 +33,16 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
 from bench_fast import REPO, _FirstBatches, build
+
+from recrunner.training.fast.failures import FILE
 
 VARIANTS = ("constants", "symbols")
 FORMATS = {"captures": "d", "step": ".2f", "valid": ".2f"}
 
 
-def one(variant: str, case: str, data_path: str | None, cache: str) -> dict:
+def one(variant: str, case: str, data_path: str | None, cache: str, settings: dict) -> dict:
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
     import torch._dynamo.config as dynamo
     from torch._dynamo.utils import compilation_time_metrics
@@ -45,7 +51,7 @@ def one(variant: str, case: str, data_path: str | None, cache: str) -> dict:
 
     model, dataset = case.split(":")
     with tempfile.TemporaryDirectory() as work:
-        trainer, train, valid = build(True, model, dataset, data_path, Path(work))
+        trainer, train, valid = build(True, model, dataset, data_path, Path(work), settings=settings)
         if variant == "symbols":  # torch's default under dynamic=True, fast mode's until 2026-11-27
             dynamo.specialize_float = False
         attempts = len(compilation_time_metrics.get("compile_attempt_0", ()))
@@ -79,7 +85,7 @@ def probe(cache: str) -> float:
 
 
 def child(args, *extra) -> dict:
-    command = [sys.executable, __file__, "--case", args.case, *extra]
+    command = [sys.executable, __file__, "--case", args.case, *extra, "--set", *args.settings]
     command += ["--data-path", str(args.data_path)] if args.data_path else []
     out = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -91,24 +97,33 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--data-path", type=Path, default=REPO.parent / "shared" / "datasets")
     parser.add_argument("--probe", action="store_true", help="also time inductor's CPU probe in an empty cache")
+    parser.add_argument("--set", dest="settings", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="RecBole settings over the bench's sizes (YAML values), e.g. n_heads=1")
     parser.add_argument("--one", nargs=2, metavar=("VARIANT", "CACHE"), help=argparse.SUPPRESS)
     parser.add_argument("--probe-one", metavar="CACHE", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     data_path = str(args.data_path) if not args.case.endswith(":ml-100k") else None
+    settings = {key: yaml.safe_load(value) for key, value in (item.split("=", 1) for item in args.settings)}
     if args.one:
-        print(json.dumps(one(args.one[0], args.case, data_path, args.one[1])))
+        print(json.dumps(one(args.one[0], args.case, data_path, args.one[1], settings)))
         return 0
     if args.probe_one:
         print(json.dumps(probe(args.probe_one)))
         return 0
     results = {(variant, cache): [] for variant in VARIANTS for cache in ("empty", "cached")}
+    results["constants", "forgotten"] = []
     for _ in range(args.rounds):
         for variant in VARIANTS:
             with tempfile.TemporaryDirectory() as cache:
                 results[variant, "empty"].append(child(args, "--one", variant, cache))
                 results[variant, "cached"].append(child(args, "--one", variant, cache))
+                if variant == "constants":  # what the cached run spared by remembering
+                    remembered = Path(cache) / FILE
+                    had = remembered.exists()
+                    remembered.unlink(missing_ok=True)
+                    results[variant, "forgotten"].append({**child(args, "--one", variant, cache), "remembered": had})
     first = results["constants", "empty"][0]
-    print(f"{args.case}, {first['plan']}, on {first['device']}; one figure per round\n")
+    print(f"{args.case} {' '.join(args.settings)}, {first['plan']}, on {first['device']}; one figure per round\n")
     print("| floats | cache | loss compile s | captures | first step s | warm step s | scoring compile s "
           "| first validation s | warm validation s |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -116,6 +131,8 @@ def main(argv=None) -> int:
         cells = [", ".join(format(run[key], FORMATS.get(key, ".1f")) for run in runs)
                  for key in ("loss_compile", "captures", "first_step", "step", "scoring_compile", "first_valid", "valid")]
         print(f"| {variant} | {cache} | " + " | ".join(cells) + " |")
+    remembered = ["yes" if run["remembered"] else "no" for run in results["constants", "forgotten"]]
+    print(f"\ncompiler failures remembered by the empty cache's run (constants): {', '.join(remembered)}")
     if args.probe:
         with tempfile.TemporaryDirectory() as cache:
             print(f"\ninductor's probe of this CPU's vector instructions, empty cache: {child(args, '--probe-one', cache):.1f} s")

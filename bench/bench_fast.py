@@ -64,9 +64,10 @@ class _FirstBatches:
 
 
 def build(fast: bool, model: str, dataset: str, data_path: str | None, workdir: Path, precision: str = "auto",
-          limits: bool = True, dropout: str = "auto"):
+          limits: bool = True, dropout: str = "auto", settings: dict | None = None):
     """RecBole's config, data and model as a run builds them, in `workdir`, and CustomTrainer over them:
-    (trainer, train loader, validation loader). Set TORCHINDUCTOR_CACHE_DIR before calling."""
+    (trainer, train loader, validation loader); `settings` over the bench's sizes (`--set`). Set
+    TORCHINDUCTOR_CACHE_DIR before calling."""
     import os
 
     os.chdir(workdir)
@@ -92,7 +93,7 @@ def build(fast: bool, model: str, dataset: str, data_path: str | None, workdir: 
     layers = layered_params(REPO / "configs", model, dataset, {})  # configs/datasets/ml-1m.yaml: its columns
     params = {**layers, **PARAMS.get(model, {}), "show_progress": False, "progress_bar": False, "checkpoint_dir": str(workdir / "ckpt"), "fast": fast,
               "fast_precision": precision, "fast_dropout": dropout,
-              **({"data_path": data_path} if data_path else {})}
+              **({"data_path": data_path} if data_path else {}), **(settings or {})}
     with recbole_argv_cleared():
         config = Config(model=model, dataset=dataset, config_dict=params)
     init_seed(config["seed"], config["reproducibility"])

@@ -15,6 +15,7 @@ import logging
 import torch
 
 from .dropout import numpy_masks
+from .failures import Failure, FailureBook, model_key
 from .plan import METHODS, FastPlan, plan_for
 from .source import counters
 
@@ -44,12 +45,13 @@ class FastMethod:
     to eager in the same precision, once, with a log line (where inductor failed, after a compile
     without its pattern rewrites failed too); any other exception is the model's own and passes
     through (RecBole relies on NotImplementedError from full_sort_predict).
-    `counted`: the model's loss changes int attributes (`source.counters`), which are compiled as
-    symbols, not as constants.
+    `counted`: the int attributes the model's loss changes (`source.counters`), which are compiled as
+    symbols, not as constants. `book`: where the outcome of a failure is remembered for the next run
+    of the same model, and read at once (failures.py); None: nothing remembered.
     """
 
-    def __init__(self, method, plan: FastPlan, *, scoring: bool, counted: bool = False):
-        self.method, self.plan, self.scoring, self.counted = method, plan, scoring, counted
+    def __init__(self, method, plan: FastPlan, *, scoring: bool, counted=(), book: FailureBook | None = None):
+        self.method, self.plan, self.scoring, self.counted = method, plan, scoring, bool(counted)
         self.name = getattr(method, "__name__", "method")
         compiled = plan.compile and (plan.compile_scoring or not scoring)
         # a loss is copied before the next call (loop/losses.py); scores may not be. A graph is
@@ -58,6 +60,28 @@ class FastMethod:
         mode = "reduce-overhead" if self.graphs else None
         self.compiled = torch.compile(method, dynamic=True, mode=mode) if compiled else None
         self.rewrites = True  # inductor's pattern rewrites (attention fused, ...): off where they failed
+        self.book, self.key = book, None
+        if self.compiled is not None and book is not None and hasattr(method, "__self__"):
+            self.key = model_key(method.__self__, self.name, f"{plan.settings()}, {mode}", tuple(counted))
+            self._remembered(book.get(self.key))
+
+    def _remembered(self, failure: Failure | None) -> None:
+        """Start where an earlier run of this model ended after the compiler failed (failures.py)."""
+        if failure is None:
+            return
+        if failure.outcome == "eager":
+            self.compiled = None
+            logger.warning(f"fast mode: {self.name} runs eagerly, the compiler failed on this model in an earlier run: "
+                           f"{failure.reason} (remembered in {self.book.path}; delete it to try again)")
+        else:
+            self.rewrites = False
+            logger.info(f"fast mode: {self.name} compiled without inductor's pattern rewrites, which failed on this "
+                        f"model in an earlier run: {failure.reason} (remembered in {self.book.path})")
+
+    def _remember(self, outcome: str, exc: BaseException) -> None:
+        if self.key is not None:
+            where = f"{type(self.method.__self__).__name__}.{self.name}"
+            self.book.add(self.key, Failure(outcome, compiler_reason(exc), where))
 
     def __call__(self, *args, **kwargs):
         with self._precision(args):
@@ -84,6 +108,7 @@ class FastMethod:
                     result = self.compiled(*args, **kwargs)
                 logger.info(f"fast mode: {self.name} compiled without inductor's pattern rewrites; with them "
                             f"the compiler failed: {compiler_reason(exc)}")
+                self._remember("no rewrites", exc)
                 return result
             except Exception as again:
                 if not _is_compiler_error(again):
@@ -91,6 +116,8 @@ class FastMethod:
                 exc = again
                 logger.info(f"the compiler's whole error, without pattern rewrites:\n{exc}", extra={"file_only": True})
         logger.warning(f"fast mode: {self.name} runs eagerly, the compiler failed: {compiler_reason(exc)}")
+        if not _is_inductor_error(exc):  # dynamo's trace of the model's Python: the model's, not the machine's
+            self._remember("eager", exc)
         self.compiled = None
         return self.method(*args, **kwargs)
 
@@ -126,12 +153,13 @@ def accelerate(model: torch.nn.Module, plan: FastPlan) -> list[str]:
     if plan.compile:
         _eager_random()
         _constant_floats()
+    book = FailureBook() if plan.compile else None
     wrapped = []
     for name in METHODS:
         method = getattr(model, name, None)
         if method is None or isinstance(method, FastMethod):
             continue
-        setattr(model, name, FastMethod(method, plan, scoring=name != "calculate_loss", counted=bool(counted)))
+        setattr(model, name, FastMethod(method, plan, scoring=name != "calculate_loss", counted=counted, book=book))
         wrapped.append(name)
     if counted and wrapped:
         logger.info(f"fast mode: {type(model).__name__}'s loss changes {', '.join('self.' + n for n in counted)}, "
