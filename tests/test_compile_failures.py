@@ -137,3 +137,24 @@ def test_a_method_without_a_book_or_compile_remembers_nothing(tmp_path):
     with torch.no_grad():
         method(torch.randn(2, 4))
     assert not (tmp_path / FILE).exists()
+
+
+def test_cache_list_shows_the_compilers_cache_and_what_it_remembers(tmp_path, capsys):
+    from tests.conftest import run_cli
+
+    output = ["--output", str(tmp_path / "runs")]
+    code, out, _ = run_cli(capsys, ["cache", "list", *output])
+    assert code == 0 and "compiler" not in out  # no fast run compiled here
+    folder = tmp_path / "runs" / ".cache" / "compile"
+    (folder / "ab").mkdir(parents=True)
+    (folder / "ab" / "kernel.so").write_bytes(b"x" * 1_500_000)
+    code, out, _ = run_cli(capsys, ["cache", "list", *output])
+    assert f"{folder}: the compiler's cache of fast runs, 1.5 MB\n" in out
+    FailureBook(folder).add("k1", Failure("no rewrites", "InductorError: shape", "SASRec.full_sort_predict", "2026-11-28T10:00"))
+    FailureBook(folder).add("k2", Failure("eager", "TorchRuntimeError: fake", "DMF.full_sort_predict", "2026-11-28T09:00"))
+    code, out, _ = run_cli(capsys, ["cache", "list", *output])
+    assert code == 0
+    assert f"; 2 compiler failures remembered (delete {folder / FILE} to try again):\n" \
+           "  DMF.full_sort_predict: runs eagerly (TorchRuntimeError: fake), since 2026-11-28T09:00\n" \
+           "  SASRec.full_sort_predict: compiled without inductor's pattern rewrites (InductorError: shape), " \
+           "since 2026-11-28T10:00" in out

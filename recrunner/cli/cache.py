@@ -1,4 +1,5 @@
-"""`recrunner cache list|prune`: the data cache of an output folder, its sizes, and clearing it."""
+"""`recrunner cache list|prune`: the data cache of an output folder, its sizes, and clearing it; the
+compiler's cache of its fast runs, with the compiler failures remembered there (list only)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ from pathlib import Path
 
 from ..core.layout import OutputPaths
 from ..data.store import CachedEntry, entries, prune
+from ..training.fast.failures import FILE, FailureBook
 
 
 def build_parser(parser_class) -> argparse.ArgumentParser:
     parser = parser_class(prog="recrunner cache",
                           description="The preprocessed datasets every run of an output folder shares "
-                                      "(<output>/.cache/data): list them, or remove those no run can use.")
+                                      "(<output>/.cache/data): list them, or remove those no run can use; "
+                                      "list also shows the compiler's cache of fast runs (<output>/.cache/compile).")
     parser.add_argument("action", choices=("list", "prune"))
     parser.add_argument("--output", type=Path, default=Path("runs"), help="output folder (default: runs)")
     parser.add_argument("--unused-days", type=float, default=None, metavar="N",
@@ -28,6 +31,8 @@ def run(args) -> int:
     cache_dir = OutputPaths(args.output).data_cache
     if args.action == "list":
         print(render_list(cache_dir, entries(cache_dir)))
+        compiled = render_compile_cache(OutputPaths(args.output).compile_cache)
+        print(compiled) if compiled else None
         return 0
     removed = prune(cache_dir, everything=args.all, unused_days=args.unused_days, dry_run=args.dry_run)
     verb = "would remove" if args.dry_run else "removed"
@@ -58,6 +63,21 @@ def render_list(cache_dir: Path, found: list[CachedEntry]) -> str:
     summary = (f"{cache_dir}: {_entries(len(found))}, {_mb(total)} for {_mb(sources)} of source files"
                + (f"; {stale} stale (`recrunner cache prune` removes them)" if stale else ""))
     return "\n".join([summary, *lines])
+
+
+def render_compile_cache(folder: Path) -> str | None:
+    """The compiler's cache of fast runs: its size, and the compiler failures remembered there
+    (recrunner.training.fast.failures); None where no fast run compiled."""
+    if not folder.is_dir():
+        return None
+    size = sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+    failures = FailureBook(folder).failures()
+    head = f"{folder}: the compiler's cache of fast runs, {_mb(size)}"
+    if not failures:
+        return head
+    count = f"{len(failures)} compiler failure{'s' if len(failures) > 1 else ''}"
+    return "\n".join([f"{head}; {count} remembered (delete {folder / FILE} to try again):",
+                      *[f"  {failure.text()}" for failure in failures]])
 
 
 def _split(header: dict) -> str:

@@ -54,6 +54,11 @@ class Failure:
         if self.outcome not in OUTCOMES:
             raise ValueError(f"a remembered compiler outcome must be one of {OUTCOMES}, got {self.outcome!r}")
 
+    def text(self) -> str:
+        """`SASRec.full_sort_predict: compiled without inductor's pattern rewrites (the error), since ...`"""
+        does = "runs eagerly" if self.outcome == "eager" else "compiled without inductor's pattern rewrites"
+        return f"{self.model}: {does} ({self.reason}), since {self.when}"
+
 
 def model_key(model: torch.nn.Module, method: str, settings: str, counted: tuple[str, ...] = ()) -> str:
     """One method of `model` as built, under one plan's `settings`, on this device type and torch
@@ -84,12 +89,13 @@ class FailureBook:
     def path(self) -> Path:
         return self.folder / FILE
 
+    def failures(self) -> list[Failure]:
+        """Every outcome remembered, oldest first (what `recrunner cache list` shows)."""
+        found = [_failure(entry) for entry in self._read().values()]
+        return sorted((f for f in found if f is not None), key=lambda f: f.when)
+
     def get(self, key: str) -> Failure | None:
-        entry = self._read().get(key)
-        try:
-            return Failure(**entry) if entry is not None else None
-        except (TypeError, ValueError):
-            return None  # an entry another recrunner wrote: compiled afresh
+        return _failure(self._read().get(key))
 
     def add(self, key: str, failure: Failure) -> None:
         """Remember `failure` for `key`; a folder that cannot be written only loses the memory (one line)."""
@@ -115,6 +121,13 @@ class FailureBook:
             return {}
         failures = data.get("failures") if isinstance(data, dict) else None
         return dict(failures) if isinstance(failures, dict) else {}
+
+
+def _failure(entry) -> Failure | None:
+    try:
+        return Failure(**entry) if entry is not None else None
+    except (TypeError, ValueError):
+        return None  # an entry another recrunner wrote: compiled afresh
 
 
 def compile_cache_folder() -> Path:
