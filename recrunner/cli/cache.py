@@ -32,7 +32,8 @@ def run(args) -> int:
     if args.action == "list":
         print(render_list(cache_dir, entries(cache_dir)))
         compiled = render_compile_cache(OutputPaths(args.output).compile_cache)
-        print(compiled) if compiled else None
+        if compiled:
+            print(compiled)
         return 0
     removed = prune(cache_dir, everything=args.all, unused_days=args.unused_days, dry_run=args.dry_run)
     verb = "would remove" if args.dry_run else "removed"
