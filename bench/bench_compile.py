@@ -33,9 +33,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
 from bench_fast import REPO, _FirstBatches, build
 
+from recrunner.config.params import parse_set_options
 from recrunner.training.fast.failures import FILE
 
 VARIANTS = ("constants", "symbols")
@@ -103,7 +103,7 @@ def main(argv=None) -> int:
     parser.add_argument("--probe-one", metavar="CACHE", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     data_path = str(args.data_path) if not args.case.endswith(":ml-100k") else None
-    settings = {key: yaml.safe_load(value) for key, value in (item.split("=", 1) for item in args.settings)}
+    settings = parse_set_options(args.settings)
     if args.one:
         print(json.dumps(one(args.one[0], args.case, data_path, args.one[1], settings)))
         return 0

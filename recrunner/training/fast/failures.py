@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -35,6 +34,7 @@ from pathlib import Path
 import torch
 
 from ...core.files import file_lock, write_text_atomic
+from .plan import compile_cache_folder
 
 logger = logging.getLogger("recrunner")
 
@@ -128,13 +128,3 @@ def _failure(entry) -> Failure | None:
         return Failure(**entry) if entry is not None else None
     except (TypeError, ValueError):
         return None  # an entry another recrunner wrote: compiled afresh
-
-
-def compile_cache_folder() -> Path:
-    """The compiler's cache folder this process uses: `TORCHINDUCTOR_CACHE_DIR`, else torch's default."""
-    chosen = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    if chosen:
-        return Path(chosen)
-    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
-
-    return Path(default_cache_dir())

@@ -50,6 +50,7 @@ as CUDA graphs itself (`cuda_graph_step: auto`, recrunner.training.loop.graphs),
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -247,6 +248,11 @@ def share_compile_cache(folder: Path) -> None:
     if current is None or current == _torch_default_cache_dir():
         folder.mkdir(parents=True, exist_ok=True)
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
+
+
+def compile_cache_folder() -> Path:
+    """The compiler's cache folder this process uses: `TORCHINDUCTOR_CACHE_DIR`, else torch's default."""
+    return Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or _torch_default_cache_dir() or tempfile.gettempdir())
 
 
 def _torch_default_cache_dir() -> str | None:
