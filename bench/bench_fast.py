@@ -2,7 +2,7 @@
 
     python bench/bench_fast.py [--cases SASRec:ml-100k BPR:ml-1m ...] [--epochs 3] [--max-batches N]
                                [--data-path ../shared/datasets] [--threads N] [--precision bf16|fp32]
-                               [--no-limits] [--warm-cache] [--dropout auto torch numpy]
+                               [--no-limits] [--warm-cache] [--dropout auto torch numpy] [--last-layer auto false]
 
 Each measurement is a fresh process that builds RecBole's config, data and model as a run does
 (recrunner's array-built batches and negatives included, in both modes) and drives CustomTrainer's own epoch (`_train_epoch`, `_valid_epoch`) for `--epochs` epochs, with
@@ -18,8 +18,8 @@ Each measurement is a fresh process that builds RecBole's config, data and model
 `--max-batches N` times only the first N batches of each training epoch and scales the warm time to
 the whole epoch (batches per epoch / N; the compile time is not scaled): for the main job's SASRec an exact epoch is minutes on a CPU.
 The settings are the models' RecBole defaults with recrunner's config layers (configs/): SASRec is the main job.
-`--precision` sets `fast_precision` (default auto); `--dropout` sets `fast_dropout`, one fast row per value against the
-same exact measurement (default auto); `--no-limits` sets aside fast mode's per-model tables
+`--precision` sets `fast_precision` (default auto); `--dropout` sets `fast_dropout` and `--last-layer` sets
+`fast_last_layer`, one fast row per pair of their values against the same exact measurement (default auto); `--no-limits` sets aside fast mode's per-model tables
 (recrunner/training/fast/facts.py's `FACTS`) in the measuring process, to measure what `auto` leaves out.
 Each fast process compiles into an empty cache, the compile time of a first run; `--warm-cache` runs the
 fast process once before the measured one, into the same cache: what the later cells of a sweep pay.
@@ -109,11 +109,12 @@ def build(fast: bool, model: str, dataset: str, data_path: str | None, workdir: 
 
 def one_run(fast: bool, model: str, dataset: str, epochs: int, max_batches: int | None, data_path: str | None,
             workdir: Path, precision: str = "auto", limits: bool = True, cache: str | None = None,
-            dropout: str = "auto") -> dict:
+            dropout: str = "auto", last_layer="auto") -> dict:
     import os
 
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache or str(workdir / "compile-cache")  # cold unless --warm-cache
-    trainer, train, valid = build(fast, model, dataset, data_path, workdir, precision, limits, dropout)
+    trainer, train, valid = build(fast, model, dataset, data_path, workdir, precision, limits, dropout,
+                                  {"fast_last_layer": last_layer})
     batches = len(train)
     loader = _FirstBatches(train, max_batches) if max_batches and max_batches < batches else train
     scale = batches / len(loader)
@@ -127,10 +128,10 @@ def one_run(fast: bool, model: str, dataset: str, epochs: int, max_batches: int 
         trainer._valid_epoch(valid)
         eval_times.append(time.perf_counter() - start)
     return {"train": train_times, "eval": eval_times, "batches": batches, "timed_batches": len(loader), "scale": scale,
-            "plan": trainer.fast.describe() if trainer.fast else "exact"}
+            "plan": trainer.fast.settings() if trainer.fast else "exact"}
 
 
-def measure(fast: bool, case: str, args, cache: str | None = None, dropout: str = "auto") -> dict:
+def measure(fast: bool, case: str, args, cache: str | None = None, dropout: str = "auto", last_layer: str = "auto") -> dict:
     model, dataset = case.split(":")
     command = [sys.executable, __file__, "--one", "fast" if fast else "exact", "--cases", case,
                "--epochs", str(args.epochs)]
@@ -140,18 +141,19 @@ def measure(fast: bool, case: str, args, cache: str | None = None, dropout: str 
         command += ["--data-path", str(args.data_path)]
     if args.threads:
         command += ["--threads", str(args.threads)]
-    command += ["--precision", args.precision, "--dropout", dropout] + (["--no-limits"] if args.no_limits else [])
+    command += ["--precision", args.precision, "--dropout", dropout, "--last-layer", last_layer]
+    command += ["--no-limits"] if args.no_limits else []
     command += ["--cache", cache] if cache else []
     out = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
-def fast_measure(case: str, args, dropout: str) -> dict:
+def fast_measure(case: str, args, dropout: str, last_layer: str) -> dict:
     if not args.warm_cache:
-        return measure(True, case, args, dropout=dropout)
+        return measure(True, case, args, dropout=dropout, last_layer=last_layer)
     with tempfile.TemporaryDirectory() as cache:
-        measure(True, case, args, cache, dropout)  # fills the cache
-        result = measure(True, case, args, cache, dropout)
+        measure(True, case, args, cache, dropout, last_layer)  # fills the cache
+        result = measure(True, case, args, cache, dropout, last_layer)
     result["plan"] += "; warm cache"
     return result
 
@@ -191,6 +193,8 @@ def main(argv=None) -> int:
     parser.add_argument("--precision", choices=("auto", "bf16", "fp16", "fp32"), default="auto", help="fast_precision")
     parser.add_argument("--no-limits", action="store_true", help="ignore fast mode's per-model tables for the measured models")
     parser.add_argument("--dropout", nargs="+", choices=("auto", "torch", "numpy"), default=["auto"], help="fast_dropout")
+    parser.add_argument("--last-layer", nargs="+", choices=("auto", "true", "false"), default=["auto"],
+                        help="fast_last_layer")
     parser.add_argument("--warm-cache", action="store_true", help="measure fast mode with the compiler's cache filled")
     parser.add_argument("--cache", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--one", choices=["exact", "fast"], help=argparse.SUPPRESS)
@@ -204,7 +208,8 @@ def main(argv=None) -> int:
         data_path = str(args.data_path) if dataset != "ml-100k" else None
         with tempfile.TemporaryDirectory() as tmp:
             print(json.dumps(one_run(args.one == "fast", model, dataset, args.epochs, args.max_batches, data_path,
-                                     Path(tmp), args.precision, not args.no_limits, args.cache, args.dropout[0])))
+                                     Path(tmp), args.precision, not args.no_limits, args.cache, args.dropout[0],
+                                     _switch(args.last_layer[0]))))
         return 0
     print("| model | dataset | batches (timed) | exact epoch s | fast epoch s | speed-up | exact eval s | fast eval s "
           "| speed-up | compile s | repaid after epochs | fast plan |")
@@ -221,14 +226,20 @@ def main(argv=None) -> int:
 
 
 def _measured(case: str, args):
-    """(exact, fast) for each `--dropout`, against one exact measurement; a failure is a row, not the end of the table."""
+    """(exact, fast) for each `--dropout` and `--last-layer`, against one exact measurement; a failure is a row, not
+    the end of the table."""
     try:
         exact = measure(False, case, args)
-        for dropout in args.dropout:
-            yield exact, fast_measure(case, args, dropout)
+        for dropout, last_layer in itertools.product(args.dropout, args.last_layer):
+            yield exact, fast_measure(case, args, dropout, last_layer)
     except subprocess.CalledProcessError as error:
         last = (error.stderr or "").strip().splitlines()[-1:] or ["no message"]
         print(f"| {case.replace(':', ' | ')} | failed: {last[0][:200]} |", flush=True)
+
+
+def _switch(value: str):
+    """A SWITCH setting's value from the command line: auto, True or False."""
+    return {"true": True, "false": False}.get(value, value)
 
 
 if __name__ == "__main__":

@@ -84,7 +84,7 @@ def test_the_main_job_on_a_gpu_is_decided_by_what_was_measured_on_a_gpu():
     CPU's `fp32 unless asked` facts (no bf16 speed there, bf16 quality over 3 seeds) do not decide on a GPU."""
     sasrec = choose(device_type="cuda", native_bf16=True, model="SASRec")
     assert (sasrec.precision, sasrec.compile, sasrec.compile_scoring) == ("bf16", True, True)
-    assert "[NVIDIA H200]" in sasrec.describe() and "not applied on cuda: 2 facts" in sasrec.describe()
+    assert "[NVIDIA H200]" in sasrec.describe() and "not applied on cuda: 3 facts" in sasrec.describe()
     gru = choose(device_type="cuda", native_bf16=True, model="GRU4Rec")  # slower on a CPU; not measured on a GPU
     assert (gru.precision, gru.compile) == ("bf16", True)
 
@@ -117,19 +117,19 @@ def test_models_that_cannot_gain_run_exactly_or_eagerly_and_say_why(monkeypatch)
 def test_plans_that_change_nothing_count_as_exact_for_resuming():
     assert same_plan_key(None) is None
     assert same_plan_key(FastPlan().as_dict()) is None
-    assert same_plan_key(FastPlan("bf16", True).as_dict()) == ("bf16", True, False, True, "torch", "numpy")
+    assert same_plan_key(FastPlan("bf16", True).as_dict()) == ("bf16", True, False, True, "torch", "numpy", False)
     older = {"precision": "bf16", "compile": True, "scaler": False}  # written before scoring, masks and negatives were
-    assert same_plan_key(older) == ("bf16", True, False, True, "torch", "numpy")
-    assert same_plan_key(FastPlan("fp32", True, compile_scoring=False).as_dict()) == ("fp32", True, False, False, "torch", "numpy")
-    assert same_plan_key(FastPlan("fp32", True, dropout="numpy").as_dict()) == ("fp32", True, False, True, "numpy", "numpy")
+    assert same_plan_key(older) == ("bf16", True, False, True, "torch", "numpy", False)
+    assert same_plan_key(FastPlan("fp32", True, compile_scoring=False).as_dict()) == ("fp32", True, False, False, "torch", "numpy", False)
+    assert same_plan_key(FastPlan("fp32", True, dropout="numpy").as_dict()) == ("fp32", True, False, True, "numpy", "numpy", False)
     torch_negatives = FastPlan(negatives="torch")  # fp32, eager: only the negatives change
     assert not torch_negatives.changes_nothing and torch_negatives.model_unchanged
-    assert same_plan_key(torch_negatives.as_dict()) == ("fp32", False, False, False, "torch", "torch")
+    assert same_plan_key(torch_negatives.as_dict()) == ("fp32", False, False, False, "torch", "torch", False)
     assert plan_text(None) == "exactly (no fast mode)"
-    assert plan_text(("fp16", True, True, True, "torch", "numpy")) == "in fast mode (fp16, compiled, grad scaler)"
-    assert plan_text(("fp32", True, False, False, "torch", "numpy")) == "in fast mode (fp32, compiled, scoring eager)"
-    assert plan_text(("fp32", True, False, True, "numpy", "numpy")) == "in fast mode (fp32, compiled, numpy's dropout masks)"
-    assert plan_text(("fp32", False, False, False, "torch", "torch")) == "in fast mode (fp32, eager, negatives drawn by torch)"
+    assert plan_text(("fp16", True, True, True, "torch", "numpy", False)) == "in fast mode (fp16, compiled, grad scaler)"
+    assert plan_text(("fp32", True, False, False, "torch", "numpy", False)) == "in fast mode (fp32, compiled, scoring eager)"
+    assert plan_text(("fp32", True, False, True, "numpy", "numpy", False)) == "in fast mode (fp32, compiled, numpy's dropout masks)"
+    assert plan_text(("fp32", False, False, False, "torch", "torch", False)) == "in fast mode (fp32, eager, negatives drawn by torch)"
 
 
 def test_models_whose_compiled_scoring_was_slower_score_eagerly(monkeypatch):
@@ -159,7 +159,7 @@ def test_cuda_graphs_are_asked_for_and_only_where_compiled_code_runs_on_a_gpu():
     gpu = dict(device_type="cuda", native_bf16=True, model="SASRec")
     assert not choose(**gpu).cuda_graphs  # auto: off until a GPU measures that they pay
     plan = choose(**gpu, cuda_graphs=True)
-    assert plan.cuda_graphs and plan.describe().startswith("fast mode: bf16, compiled, CUDA graphs (")
+    assert plan.cuda_graphs and plan.describe().startswith("fast mode: bf16, compiled, CUDA graphs, last layer at the scored position (")
     on_cpu = choose(device_type="cpu", model="SASRec", cuda_graphs=True)
     assert not on_cpu.cuda_graphs and "fast_cuda_graphs: cpu has no CUDA graphs" in on_cpu.reason
     eager = choose(**gpu, compile=False, cuda_graphs=True)
@@ -415,7 +415,7 @@ def test_fast_mode_composes_with_accumulation_the_lr_schedule_and_the_guard(work
     log = (result.run_dir / "run.log").read_text()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     masks = ", numpy's dropout masks" if device == "cpu" else ""  # a CPU's masks (fast/dropout.py)
-    assert f"fast mode: bf16, eager{masks} (faster on {device}: " in log  # the fact that decided, and where it was measured
+    assert f"fast mode: bf16, eager{masks}, last layer at the scored position (faster on {device}: " in log  # the fact that decided, and where it was measured
     asked = "; fast_precision bf16 (auto would be fp32:" in log  # bf16 asked for where auto picks fp32 for SASRec:
     assert asked == (device == "cpu")  # a CPU's facts; on a GPU auto picks bf16 itself (failed on the H200)
     exact = run_experiment(Experiment("SASRec", "ml-100k", {**params, "fast": False}), workspace, console=False)

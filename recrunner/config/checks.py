@@ -62,7 +62,7 @@ def impossible_values(params: Mapping[str, Any]) -> list[str]:
                 problems.append(f"fast_dropout {value!r} is not a generator of masks; choose one of {', '.join(FAST_DROPOUTS)}")
             if key == "fast_negatives" and value not in FAST_NEGATIVES:
                 problems.append(f"fast_negatives {value!r} is not a generator of negatives; choose one of {', '.join(FAST_NEGATIVES)}")
-            if key in ("fast_compile", "fast_cuda_graphs", "cuda_graph_step") and value not in SWITCH:
+            if key in ("fast_compile", "fast_cuda_graphs", "fast_last_layer", "cuda_graph_step") and value not in SWITCH:
                 problems.append(f"{key} {value!r} must be auto, true or false")
             unknown = [m for m in numbers if key == "metrics" and METRICS and str(m).lower() not in METRICS]
             if unknown:

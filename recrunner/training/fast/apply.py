@@ -16,6 +16,7 @@ import torch
 
 from .dropout import numpy_masks
 from .failures import Failure, FailureBook, model_key
+from .last_layer import score_last_position
 from .plan import METHODS, FastPlan, plan_for
 from .source import counters
 
@@ -167,6 +168,8 @@ def accelerate(model: torch.nn.Module, plan: FastPlan) -> list[str]:
                     + ("; its loss is not replayed as CUDA graphs (one per value)" if plan.cuda_graphs else ""))
     if plan.dropout == "numpy":
         numpy_masks(model)
+    if plan.last_layer:
+        score_last_position(model)
     return wrapped
 
 

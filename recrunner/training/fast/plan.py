@@ -34,6 +34,9 @@ and says what it changed. What it does, and the one place each decision is made:
 |                              | (pure, data.py; the  | batch is, RecBole's distribution, other negatives than   |
 |                              | run layer passes it  | exact mode's (seams/negatives.py); on a CPU RecBole's    |
 |                              | to recrunner.data)   | sampler                                                  |
+| SASRec's last layer          | `last_layer_choice`  | computed at the scored position only (the loss and the   |
+|                              | (pure, last_layer.py)| scores read no other): 43% of the main job's arithmetic; |
+|                              |                      | the same function, rounded otherwise, other dropout draws|
 
 Compiling: with dynamic shapes, one graph for every batch size (RecBole's last batch, evaluation
 batches of any size), so which code runs a batch never depends on what ran before: a resumed
@@ -62,6 +65,7 @@ from ...core.errors import ConfigError
 from .data import full_sort_users, negatives_choice, training_draws
 from .dropout import dropout_choice
 from .facts import CPU_DEFAULT, Fact, facts_of
+from .last_layer import last_layer_choice
 
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -80,6 +84,7 @@ class FastPlan:
     cuda_graphs: bool = False  # with compile on a GPU: the training loss replayed as CUDA graphs
     dropout: str = "torch"    # torch | numpy: where nn.Dropout's masks come from (dropout.py)
     negatives: str = "numpy"  # numpy | torch: who draws the training negatives (data.py)
+    last_layer: bool = False  # SASRec's last transformer layer at the scored position only (last_layer.py)
 
     @property
     def dtype(self):
@@ -87,8 +92,9 @@ class FastPlan:
 
     @property
     def model_unchanged(self) -> bool:
-        """fp32 and not compiled: the model's methods run as RecBole's (the one place this rule is written)."""
-        return self.dtype is None and not self.compile
+        """fp32, not compiled, every layer at every position: the model's methods run as RecBole's (the one
+        place this rule is written)."""
+        return self.dtype is None and not self.compile and not self.last_layer
 
     @property
     def changes_nothing(self) -> bool:
@@ -111,6 +117,7 @@ class FastPlan:
         parts += ["CUDA graphs"] if self.cuda_graphs else []
         parts += ["numpy's dropout masks"] if self.dropout == "numpy" else []
         parts += ["negatives drawn by torch"] if self.negatives == "torch" else []
+        parts += ["last layer at the scored position"] if self.last_layer else []
         return ", ".join(parts)
 
     def as_dict(self) -> dict:
@@ -119,20 +126,22 @@ class FastPlan:
     @classmethod
     def stored(cls, plan: dict) -> FastPlan:
         """The plan a last.pth or metrics.json holds (`as_dict`); a key an older recrunner did not write
-        takes the value of its time (scoring compiled with the loss, torch's dropout masks, RecBole's negatives)."""
+        takes the value of its time (scoring compiled with the loss, torch's dropout masks, RecBole's negatives,
+        every layer at every position)."""
         names = {field.name for field in fields(cls)}
         return cls(**{name: value for name, value in plan.items() if name in names})
 
 
 def choose(*, precision: str = "auto", compile="auto", device_type: str = "cpu", native_bf16: bool = False,
            model: str = "", single_pass: bool = False, cuda_graphs="auto", dropout="auto", negatives="auto",
-           drawn: str = "") -> FastPlan:
+           drawn: str = "", last_layer="auto") -> FastPlan:
     """The fast plan for one run (pure), from the model's facts that hold on `device_type` (facts.py);
     `native_bf16`: the device computes bf16 natively (a CPU's avx512_bf16/amx_bf16, a GPU's
     `torch.cuda.is_bf16_supported()`); `drawn`: the training negatives' distribution (data.py)."""
     _check_settings(precision, compile)
     masks, masks_why = dropout_choice(dropout, device_type)
     negatives, negatives_why = negatives_choice(negatives, device_type, drawn)
+    last_layer, last_layer_why = last_layer_choice(last_layer, model)
     if single_pass:
         return FastPlan(reason=f"{model} is fitted in one pass without a training loop: nothing to accelerate")
     here, elsewhere = facts_of(model, device_type)
@@ -157,9 +166,10 @@ def choose(*, precision: str = "auto", compile="auto", device_type: str = "cpu",
     if not scoring:
         reasons.append(f"scoring eager: {first['eager scoring'].text()}")
     graphs, why = graphs_choice(cuda_graphs, compiled, device_type)
-    reasons += [text for text in (why, masks_why, negatives_why) if text]
+    reasons += [text for text in (why, masks_why, negatives_why, last_layer_why) if text]
     return FastPlan(precision, compiled, scaler=precision == "fp16" and device_type == "cuda", compile_scoring=scoring,
-                    reason="; ".join(reasons + unused), cuda_graphs=graphs, dropout=masks, negatives=negatives)
+                    reason="; ".join(reasons + unused), cuda_graphs=graphs, dropout=masks, negatives=negatives,
+                    last_layer=last_layer)
 
 
 def _precision_choice(precision: str, first: dict, here: list, device_type: str, native_bf16: bool) -> tuple[str, str]:
@@ -217,7 +227,8 @@ def plan_for(config, model_name: str, single_pass: bool = False) -> FastPlan | N
     return choose(precision=setting(config, "fast_precision"), compile=setting(config, "fast_compile"),
                   device_type=device.type, native_bf16=native, model=model_name, single_pass=single_pass,
                   cuda_graphs=setting(config, "fast_cuda_graphs"), dropout=setting(config, "fast_dropout"),
-                  negatives=setting(config, "fast_negatives"), drawn=training_draws(config))
+                  negatives=setting(config, "fast_negatives"), drawn=training_draws(config),
+                  last_layer=setting(config, "fast_last_layer"))
 
 
 def loader_settings(config, single_pass: bool = False, evaluation: bool = True) -> dict:
@@ -266,20 +277,22 @@ def _torch_default_cache_dir() -> str | None:
 def same_plan_key(plan: dict | None) -> tuple | None:
     """What must match for a fast run to resume another's checkpoint (pure): precision, compile, scaler,
     compiled scoring (a plan saved before scoring could stay eager compiled it), the dropout masks'
-    generator (a plan saved before numpy's masks drew torch's), who drew the negatives."""
+    generator (a plan saved before numpy's masks drew torch's), who drew the negatives, the last layer at the
+    scored position only (it draws fewer dropout masks)."""
     if not plan:
         return None
     stored = FastPlan.stored(plan)
     if stored.changes_nothing:
         return None
     return (stored.precision, stored.compile, stored.scaler, stored.compile and stored.compile_scoring, stored.dropout,
-            stored.negatives)
+            stored.negatives, stored.last_layer)
 
 
 def plan_text(key: tuple | None) -> str:
     """`same_plan_key`'s value in words (pure)."""
     if key is None:
         return "exactly (no fast mode)"
-    precision, compiled, scaler, scoring, masks, negatives = key
-    plan = FastPlan(precision, compiled, scaler, compile_scoring=scoring or not compiled, dropout=masks, negatives=negatives)
+    precision, compiled, scaler, scoring, masks, negatives, last_layer = key
+    plan = FastPlan(precision, compiled, scaler, compile_scoring=scoring or not compiled, dropout=masks, negatives=negatives,
+                    last_layer=last_layer)
     return f"in fast mode ({plan.settings()})"

@@ -1,0 +1,125 @@
+"""Fast mode's last transformer layer at the scored position only (recrunner.training.fast.last_layer):
+the same outputs and gradients as RecBole's SASRec.forward, the plan's choice, a run and its resume."""
+
+import json
+
+import pytest
+import torch
+
+from recrunner import ConfigError, Experiment, Workspace, run_experiment
+from recrunner.training.callbacks.history import read_history
+from recrunner.training.fast.apply import accelerate
+from recrunner.training.fast.last_layer import last_layer_choice, last_position_forward, score_last_position
+from recrunner.training.fast.plan import FastPlan, choose, plan_text, same_plan_key
+
+from .conftest import REPO, TINY_SASREC, trainer_and_data
+from .test_resume import _killed_run
+
+
+# ------------------------------------------------------------------ the choice (pure)
+def test_auto_computes_sasrecs_last_layer_at_the_scored_position_only():
+    assert last_layer_choice("auto", "SASRec")[0] and "other dropout draws" in last_layer_choice("auto", "SASRec")[1]
+    assert last_layer_choice(True, "SASRec")[0] and last_layer_choice(False, "SASRec") == (False, "")
+    assert last_layer_choice("auto", "BERT4Rec") == (False, "")  # it reads every masked position
+    assert last_layer_choice(True, "GRU4Rec") == (False, "fast_last_layer: GRU4Rec has no last layer read at one "
+                                                         "position; only SASRec")
+    with pytest.raises(ConfigError, match="fast_last_layer must be auto, true or false, got 'some'"):
+        last_layer_choice("some", "SASRec")
+
+
+def test_the_plan_says_so_and_a_resume_must_match_it():
+    plan = choose(model="SASRec", device_type="cpu")
+    assert plan.last_layer and plan.settings().endswith(", last layer at the scored position")
+    assert "last layer: the same function, rounded otherwise, other dropout draws" in plan.reason
+    off = choose(model="SASRec", device_type="cpu", last_layer=False)
+    assert not off.last_layer and "last layer" not in off.settings()
+    assert same_plan_key(plan.as_dict()) != same_plan_key(off.as_dict())  # it draws fewer dropout masks
+    older = {k: v for k, v in plan.as_dict().items() if k != "last_layer"}  # a last.pth of before 2026-11-29
+    assert FastPlan.stored(older).last_layer is False and plan_text(same_plan_key(older)).endswith("masks)")
+    asked = FastPlan(last_layer=True)  # fp32 and eager still changes the model
+    assert not asked.model_unchanged and asked.settings() == "fp32, eager, last layer at the scored position"
+
+
+def test_a_bad_fast_last_layer_is_refused_before_a_run(workspace):
+    with pytest.raises(ConfigError, match="fast_last_layer 'first' must be auto, true or false"):
+        run_experiment(Experiment("SASRec", "ml-100k", {**TINY_SASREC, "fast": True, "fast_last_layer": "first"}),
+                       workspace, console=False)
+
+
+# ------------------------------------------------------------------ the forward
+@pytest.fixture(scope="module")
+def sasrec(tmp_path_factory):
+    """A two-layer, two-head SASRec (RecBole's structure at a small size) and sequences of every length."""
+    root = tmp_path_factory.mktemp("last_layer")
+    params = {**TINY_SASREC, "n_layers": 2, "n_heads": 2}
+    (root / "datasets").mkdir()
+    workspace = Workspace(output_dir=root / "runs", data_path=root / "datasets", config_dir=REPO / "configs")
+    trainer, *_ = trainer_and_data(workspace, "SASRec", params)
+    model = trainer.model
+    torch.manual_seed(0)
+    lengths = torch.arange(1, 11).repeat(4)  # 1 to MAX_ITEM_LIST_LENGTH
+    items = torch.randint(1, model.n_items, (len(lengths), 10))
+    items[torch.arange(10).unsqueeze(0) >= lengths.unsqueeze(1)] = 0  # RecBole's padding after the last item
+    return model, items, lengths
+
+
+def test_the_forward_is_recboles_at_the_scored_position_with_its_gradients(sasrec):
+    model, items, lengths = sasrec
+    model.eval()  # no dropout: the same function of the same weights
+    grads = []
+    for forward in (model.forward, lambda *args: last_position_forward(model, *args)):
+        model.zero_grad()
+        out = forward(items, lengths)
+        (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+        grads.append({name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None})
+        grads[-1]["out"] = out.detach()
+    recbole, fast = grads
+    assert recbole.keys() == fast.keys() and recbole["out"].shape == (40, model.hidden_size)
+    for name in recbole:
+        assert torch.allclose(recbole[name], fast[name], atol=2e-6, rtol=1e-5), name
+
+
+def test_installed_as_an_instance_attribute_where_the_structure_is_recboles(sasrec):
+    model, items, lengths = sasrec
+    model.eval()
+    keys, recbole = list(model.state_dict()), model.forward(items, lengths)
+    try:
+        assert score_last_position(model) and "forward" in vars(model) and list(model.state_dict()) == keys
+        assert torch.allclose(model.full_sort_predict({"item_id_list": items, "item_length": lengths}),
+                              recbole @ model.item_embedding.weight.T, atol=1e-5)
+    finally:
+        del model.forward
+    feed_forward, model.trm_encoder.layer[0].feed_forward = model.trm_encoder.layer[0].feed_forward, torch.nn.Identity()
+    try:  # not RecBole's structure: left alone
+        assert not score_last_position(model) and "forward" not in vars(model)
+    finally:
+        model.trm_encoder.layer[0].feed_forward = feed_forward
+
+
+def test_accelerate_installs_it_with_the_plan(sasrec):
+    model, *_ = sasrec
+    try:
+        accelerate(model, FastPlan(last_layer=True))
+        assert vars(model)["forward"].func is last_position_forward
+    finally:
+        for name in ("forward", "calculate_loss", "predict", "full_sort_predict"):
+            vars(model).pop(name, None)
+
+
+# ------------------------------------------------------------------ a run
+def test_a_fast_run_trains_with_it_and_resumes_exactly(workspace, tmp_path):
+    """bf16 eager (quick), against the same plan with every position; then killed after epoch 1 and resumed."""
+    params = {**TINY_SASREC, "n_layers": 2, "epochs": 3, "fast": True, "fast_precision": "bf16", "fast_compile": False}
+    run = run_experiment(Experiment("SASRec", "ml-100k", params), workspace, console=False)
+    every = run_experiment(Experiment("SASRec", "ml-100k", {**params, "fast_last_layer": False}), workspace, console=False)
+    assert run.status == every.status == "ok" and run.run_dir != every.run_dir  # part of the identity
+    plan = json.loads((run.run_dir / "metrics.json").read_text())["provenance"]["fast"]
+    assert plan["last_layer"] and "last layer at the scored position" in (run.run_dir / "run.log").read_text()
+    losses = [[row["loss"] for row in read_history(r.run_dir / "history.jsonl")[1:]] for r in (run, every)]
+    assert losses[0] != losses[1]  # other dropout draws
+
+    killed = Workspace(tmp_path / "killed-runs", workspace.data_path, workspace.config_dir)
+    _killed_run(killed, "SASRec", params, 1, "after-epoch")
+    resumed = run_experiment(Experiment("SASRec", "ml-100k", params), killed, console=False)
+    assert resumed.status == "ok" and "continuing at epoch 2" in (resumed.run_dir / "run.log").read_text()
+    assert (resumed.best_epoch, resumed.best_valid, resumed.test) == (run.best_epoch, run.best_valid, run.test)
