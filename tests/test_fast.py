@@ -159,7 +159,7 @@ def test_cuda_graphs_are_asked_for_and_only_where_compiled_code_runs_on_a_gpu():
     gpu = dict(device_type="cuda", native_bf16=True, model="SASRec")
     assert not choose(**gpu).cuda_graphs  # auto: off until a GPU measures that they pay
     plan = choose(**gpu, cuda_graphs=True)
-    assert plan.cuda_graphs and plan.describe().startswith("fast mode: bf16, compiled, CUDA graphs, last layer at the scored position (")
+    assert plan.cuda_graphs and plan.describe().startswith("fast mode: bf16, compiled, CUDA graphs, last layer at the scored positions (")
     on_cpu = choose(device_type="cpu", model="SASRec", cuda_graphs=True)
     assert not on_cpu.cuda_graphs and "fast_cuda_graphs: cpu has no CUDA graphs" in on_cpu.reason
     eager = choose(**gpu, compile=False, cuda_graphs=True)
@@ -415,7 +415,7 @@ def test_fast_mode_composes_with_accumulation_the_lr_schedule_and_the_guard(work
     log = (result.run_dir / "run.log").read_text()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     masks = ", numpy's dropout masks" if device == "cpu" else ""  # a CPU's masks (fast/dropout.py)
-    assert f"fast mode: bf16, eager{masks}, last layer at the scored position (faster on {device}: " in log  # the fact that decided, and where it was measured
+    assert f"fast mode: bf16, eager{masks}, last layer at the scored positions (faster on {device}: " in log  # the fact that decided, and where it was measured
     asked = "; fast_precision bf16 (auto would be fp32:" in log  # bf16 asked for where auto picks fp32 for SASRec:
     assert asked == (device == "cpu")  # a CPU's facts; on a GPU auto picks bf16 itself (failed on the H200)
     exact = run_experiment(Experiment("SASRec", "ml-100k", {**params, "fast": False}), workspace, console=False)

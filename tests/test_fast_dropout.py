@@ -27,7 +27,7 @@ def test_auto_draws_numpy_masks_on_a_cpu_and_torch_masks_on_a_gpu():
 
 def test_the_plan_says_where_masks_come_from_and_exact_plans_keep_torchs():
     sasrec = choose(native_bf16=True, model="SASRec")
-    assert sasrec.dropout == "numpy" and sasrec.describe().startswith("fast mode: fp32, compiled, numpy's dropout masks, last layer at the scored position (")
+    assert sasrec.dropout == "numpy" and sasrec.describe().startswith("fast mode: fp32, compiled, numpy's dropout masks, last layer at the scored positions (")
     assert "fast_dropout: torch keeps them" in sasrec.reason
     assert choose(native_bf16=True, model="SASRec", dropout="torch").dropout == "torch"
     assert choose(model="BPR").dropout == "torch" and choose(model="BPR").changes_nothing  # exact: nothing is swapped

@@ -1,5 +1,6 @@
-"""Fast mode's last transformer layer at the scored position only (recrunner.training.fast.last_layer):
-the same outputs and gradients as RecBole's SASRec.forward, the plan's choice, a run and its resume."""
+"""Fast mode's last transformer layer at the scored positions only (recrunner.training.fast.last_layer):
+the same outputs, losses and gradients as RecBole's SASRec and BERT4Rec, the plan's choice, a run and
+its resume."""
 
 import json
 
@@ -9,7 +10,7 @@ import torch
 from recrunner import ConfigError, Experiment, Workspace, run_experiment
 from recrunner.training.callbacks.history import read_history
 from recrunner.training.fast.apply import accelerate
-from recrunner.training.fast.last_layer import last_layer_choice, last_position_forward, score_last_position
+from recrunner.training.fast.last_layer import last_layer_choice, last_layer_only, last_position_forward
 from recrunner.training.fast.plan import FastPlan, choose, plan_text, same_plan_key
 
 from .conftest import REPO, TINY_SASREC, trainer_and_data
@@ -20,16 +21,16 @@ from .test_resume import _killed_run
 def test_auto_computes_sasrecs_last_layer_at_the_scored_position_only():
     assert last_layer_choice("auto", "SASRec")[0] and "other dropout draws" in last_layer_choice("auto", "SASRec")[1]
     assert last_layer_choice(True, "SASRec")[0] and last_layer_choice(False, "SASRec") == (False, "")
-    assert last_layer_choice("auto", "BERT4Rec") == (False, "")  # it reads every masked position
-    assert last_layer_choice(True, "GRU4Rec") == (False, "fast_last_layer: GRU4Rec has no last layer read at one "
-                                                         "position; only SASRec")
+    assert last_layer_choice("auto", "BERT4Rec")[0] and last_layer_choice("auto", "FDSA") == (False, "")
+    assert last_layer_choice(True, "GRU4Rec") == (False, "fast_last_layer: GRU4Rec's last layer is not read at a few "
+                                                         "positions; only SASRec and BERT4Rec's")
     with pytest.raises(ConfigError, match="fast_last_layer must be auto, true or false, got 'some'"):
         last_layer_choice("some", "SASRec")
 
 
 def test_the_plan_says_so_and_a_resume_must_match_it():
     plan = choose(model="SASRec", device_type="cpu")
-    assert plan.last_layer and plan.settings().endswith(", last layer at the scored position")
+    assert plan.last_layer and plan.settings().endswith(", last layer at the scored positions")
     assert "last layer: the same function, rounded otherwise, other dropout draws" in plan.reason
     off = choose(model="SASRec", device_type="cpu", last_layer=False)
     assert not off.last_layer and "last layer" not in off.settings()
@@ -37,7 +38,7 @@ def test_the_plan_says_so_and_a_resume_must_match_it():
     older = {k: v for k, v in plan.as_dict().items() if k != "last_layer"}  # a last.pth of before 2026-11-29
     assert FastPlan.stored(older).last_layer is False and plan_text(same_plan_key(older)).endswith("masks)")
     asked = FastPlan(last_layer=True)  # fp32 and eager still changes the model
-    assert not asked.model_unchanged and asked.settings() == "fp32, eager, last layer at the scored position"
+    assert not asked.model_unchanged and asked.settings() == "fp32, eager, last layer at the scored positions"
 
 
 def test_a_bad_fast_last_layer_is_refused_before_a_run(workspace):
@@ -84,14 +85,14 @@ def test_installed_as_an_instance_attribute_where_the_structure_is_recboles(sasr
     model.eval()
     keys, recbole = list(model.state_dict()), model.forward(items, lengths)
     try:
-        assert score_last_position(model) and "forward" in vars(model) and list(model.state_dict()) == keys
+        assert last_layer_only(model) and "forward" in vars(model) and list(model.state_dict()) == keys
         assert torch.allclose(model.full_sort_predict({"item_id_list": items, "item_length": lengths}),
                               recbole @ model.item_embedding.weight.T, atol=1e-5)
     finally:
         del model.forward
     feed_forward, model.trm_encoder.layer[0].feed_forward = model.trm_encoder.layer[0].feed_forward, torch.nn.Identity()
     try:  # not RecBole's structure: left alone
-        assert not score_last_position(model) and "forward" not in vars(model)
+        assert not last_layer_only(model) and "forward" not in vars(model)
     finally:
         model.trm_encoder.layer[0].feed_forward = feed_forward
 
@@ -106,6 +107,42 @@ def test_accelerate_installs_it_with_the_plan(sasrec):
             vars(model).pop(name, None)
 
 
+@pytest.fixture(scope="module")
+def bert4rec(tmp_path_factory):
+    """A two-layer BERT4Rec with RecBole's masking (mask_ratio 0.3 of 10 positions: often more masks than the
+    3 its loss reads) and a training batch of RecBole's loader."""
+    root = tmp_path_factory.mktemp("bert4rec")
+    (root / "datasets").mkdir()
+    workspace = Workspace(output_dir=root / "runs", data_path=root / "datasets", config_dir=REPO / "configs")
+    params = {**TINY_SASREC, "n_layers": 2, "n_heads": 2, "mask_ratio": 0.3, "train_batch_size": 256}
+    trainer, train, _, test = trainer_and_data(workspace, "BERT4Rec", params)
+    torch.manual_seed(0)
+    return trainer.model, next(iter(train)), next(iter(test))
+
+
+def test_bert4recs_loss_and_scores_are_recboles_with_their_gradients(bert4rec):
+    model, batch, (test_batch, *_) = bert4rec
+    model.eval()  # no dropout: the same function of the same weights
+    masks = (batch[model.MASK_ITEM_SEQ] == model.mask_token).sum(1)
+    assert masks.max() > model.mask_item_length == 3  # rows with masks the loss does not read
+    results = []
+    for install in (False, True):
+        if install:
+            assert last_layer_only(model)
+        model.zero_grad()
+        loss = model.calculate_loss(batch)
+        loss.backward()
+        grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+        with torch.no_grad():
+            results.append((loss.detach(), grads, model.full_sort_predict(test_batch), model.predict(test_batch)))
+    del model.forward
+    (loss, grads, scores, predicted), (fast_loss, fast_grads, fast_scores, fast_predicted) = results
+    assert torch.allclose(loss, fast_loss, atol=1e-6) and grads.keys() == fast_grads.keys()
+    for name in grads:
+        assert torch.allclose(grads[name], fast_grads[name], atol=2e-6, rtol=1e-5), name
+    assert torch.allclose(scores, fast_scores, atol=1e-5) and torch.allclose(predicted, fast_predicted, atol=1e-5)
+
+
 # ------------------------------------------------------------------ a run
 def test_a_fast_run_trains_with_it_and_resumes_exactly(workspace, tmp_path):
     """bf16 eager (quick), against the same plan with every position; then killed after epoch 1 and resumed."""
@@ -114,7 +151,7 @@ def test_a_fast_run_trains_with_it_and_resumes_exactly(workspace, tmp_path):
     every = run_experiment(Experiment("SASRec", "ml-100k", {**params, "fast_last_layer": False}), workspace, console=False)
     assert run.status == every.status == "ok" and run.run_dir != every.run_dir  # part of the identity
     plan = json.loads((run.run_dir / "metrics.json").read_text())["provenance"]["fast"]
-    assert plan["last_layer"] and "last layer at the scored position" in (run.run_dir / "run.log").read_text()
+    assert plan["last_layer"] and "last layer at the scored positions" in (run.run_dir / "run.log").read_text()
     losses = [[row["loss"] for row in read_history(r.run_dir / "history.jsonl")[1:]] for r in (run, every)]
     assert losses[0] != losses[1]  # other dropout draws
 

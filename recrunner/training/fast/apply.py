@@ -16,7 +16,7 @@ import torch
 
 from .dropout import numpy_masks
 from .failures import Failure, FailureBook, model_key
-from .last_layer import score_last_position
+from .last_layer import last_layer_only
 from .plan import METHODS, FastPlan, plan_for
 from .source import counters
 
@@ -169,7 +169,7 @@ def accelerate(model: torch.nn.Module, plan: FastPlan) -> list[str]:
     if plan.dropout == "numpy":
         numpy_masks(model)
     if plan.last_layer:
-        score_last_position(model)
+        last_layer_only(model)
     return wrapped
 
 

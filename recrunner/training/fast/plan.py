@@ -34,9 +34,9 @@ and says what it changed. What it does, and the one place each decision is made:
 |                              | (pure, data.py; the  | batch is, RecBole's distribution, other negatives than   |
 |                              | run layer passes it  | exact mode's (seams/negatives.py); on a CPU RecBole's    |
 |                              | to recrunner.data)   | sampler                                                  |
-| SASRec's last layer          | `last_layer_choice`  | computed at the scored position only (the loss and the   |
-|                              | (pure, last_layer.py)| scores read no other): 43% of the main job's arithmetic; |
-|                              |                      | the same function, rounded otherwise, other dropout draws|
+| SASRec's, BERT4Rec's last    | `last_layer_choice`  | computed at the positions the loss and the scores read   |
+| transformer layer            | (pure, last_layer.py)| only: 43% of the main job's arithmetic; the same         |
+|                              |                      | function, rounded otherwise, other dropout draws         |
 
 Compiling: with dynamic shapes, one graph for every batch size (RecBole's last batch, evaluation
 batches of any size), so which code runs a batch never depends on what ran before: a resumed
@@ -84,7 +84,7 @@ class FastPlan:
     cuda_graphs: bool = False  # with compile on a GPU: the training loss replayed as CUDA graphs
     dropout: str = "torch"    # torch | numpy: where nn.Dropout's masks come from (dropout.py)
     negatives: str = "numpy"  # numpy | torch: who draws the training negatives (data.py)
-    last_layer: bool = False  # SASRec's last transformer layer at the scored position only (last_layer.py)
+    last_layer: bool = False  # SASRec's, BERT4Rec's last transformer layer at the scored positions only (last_layer.py)
 
     @property
     def dtype(self):
@@ -117,7 +117,7 @@ class FastPlan:
         parts += ["CUDA graphs"] if self.cuda_graphs else []
         parts += ["numpy's dropout masks"] if self.dropout == "numpy" else []
         parts += ["negatives drawn by torch"] if self.negatives == "torch" else []
-        parts += ["last layer at the scored position"] if self.last_layer else []
+        parts += ["last layer at the scored positions"] if self.last_layer else []
         return ", ".join(parts)
 
     def as_dict(self) -> dict:
@@ -278,7 +278,7 @@ def same_plan_key(plan: dict | None) -> tuple | None:
     """What must match for a fast run to resume another's checkpoint (pure): precision, compile, scaler,
     compiled scoring (a plan saved before scoring could stay eager compiled it), the dropout masks'
     generator (a plan saved before numpy's masks drew torch's), who drew the negatives, the last layer at the
-    scored position only (it draws fewer dropout masks)."""
+    scored positions only (it draws fewer dropout masks)."""
     if not plan:
         return None
     stored = FastPlan.stored(plan)
