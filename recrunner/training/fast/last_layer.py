@@ -104,7 +104,7 @@ def masked_positions_forward(model, item_seq: torch.Tensor) -> torch.Tensor:
     other rows computed then are real positions too); the rows not computed are zeros."""
     hidden, mask, last = _before_last_layer(model, item_seq, bidirectional=True)  # mask [B, 1, 1, L]
     count = max(1, min(model.mask_item_length, item_seq.size(1)))
-    positions = torch.arange(1, item_seq.size(1) + 1, device=item_seq.device)
+    positions = torch.arange(1, item_seq.size(1) + 1, device=item_seq.device, dtype=torch.float32)  # floats: topk anywhere
     kept = torch.topk((item_seq == model.mask_token) * positions, count, dim=1).indices  # [B, count]: the last masks
     out = model.output_ln(model.output_gelu(model.output_ffn(_last_layer_at(last, hidden, mask, kept))))
     return torch.zeros_like(hidden).scatter(1, kept.unsqueeze(-1).expand(-1, -1, hidden.size(-1)), out)
