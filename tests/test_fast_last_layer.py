@@ -10,7 +10,8 @@ import torch
 from recrunner import ConfigError, Experiment, Workspace, run_experiment
 from recrunner.training.callbacks.history import read_history
 from recrunner.training.fast.apply import accelerate
-from recrunner.training.fast.last_layer import last_layer_choice, last_layer_only, last_position_forward
+from recrunner.training.fast.last_layer import (last_layer_choice, last_layer_only, last_position_forward,
+                                                masked_positions_forward)
 from recrunner.training.fast.plan import FastPlan, choose, plan_text, same_plan_key
 
 from .conftest import REPO, TINY_SASREC, trainer_and_data
@@ -141,6 +142,21 @@ def test_bert4recs_loss_and_scores_are_recboles_with_their_gradients(bert4rec):
     for name in grads:
         assert torch.allclose(grads[name], fast_grads[name], atol=2e-6, rtol=1e-5), name
     assert torch.allclose(scores, fast_scores, atol=1e-5) and torch.allclose(predicted, fast_predicted, atol=1e-5)
+
+
+def test_bert4recs_forward_under_autocast_returns_recboles_dtype(bert4rec):
+    """bf16 autocast (fast mode's plan on a GPU, and on a CPU when asked): the rows computed and the zeros
+    around them in the dtype RecBole's forward returns."""
+    model, batch, _ = bert4rec
+    model.eval()
+    items = batch[model.MASK_ITEM_SEQ]
+    with torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
+        recbole = model.forward(items)
+        fast = masked_positions_forward(model, items)
+    assert fast.dtype == recbole.dtype and fast.shape == recbole.shape
+    index, read = batch[model.MASK_INDEX], (batch[model.POS_ITEMS] > 0).unsqueeze(-1)  # the rows its loss reads
+    rows = index.unsqueeze(-1).expand(-1, -1, fast.size(-1))
+    assert torch.allclose((fast.gather(1, rows) * read).float(), (recbole.gather(1, rows) * read).float(), atol=0.1)
 
 
 # ------------------------------------------------------------------ a run

@@ -107,7 +107,8 @@ def masked_positions_forward(model, item_seq: torch.Tensor) -> torch.Tensor:
     positions = torch.arange(1, item_seq.size(1) + 1, device=item_seq.device, dtype=torch.float32)  # floats: topk anywhere
     kept = torch.topk((item_seq == model.mask_token) * positions, count, dim=1).indices  # [B, count]: the last masks
     out = model.output_ln(model.output_gelu(model.output_ffn(_last_layer_at(last, hidden, mask, kept))))
-    return torch.zeros_like(hidden).scatter(1, kept.unsqueeze(-1).expand(-1, -1, hidden.size(-1)), out)
+    rows = out.new_zeros(hidden.shape)  # in the head's dtype: bf16 under autocast, as RecBole's forward returns it
+    return rows.scatter(1, kept.unsqueeze(-1).expand(-1, -1, hidden.size(-1)), out)
 
 
 def _before_last_layer(model, item_seq: torch.Tensor, bidirectional: bool):
