@@ -209,7 +209,7 @@ def main(argv=None) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             print(json.dumps(one_run(args.one == "fast", model, dataset, args.epochs, args.max_batches, data_path,
                                      Path(tmp), args.precision, not args.no_limits, args.cache, args.dropout[0],
-                                     _switch(args.last_layer[0]))))
+                                     _last_layer(args.last_layer[0]))))
         return 0
     print("| model | dataset | batches (timed) | exact epoch s | fast epoch s | speed-up | exact eval s | fast eval s "
           "| speed-up | compile s | repaid after epochs | fast plan |")
@@ -237,9 +237,11 @@ def _measured(case: str, args):
         print(f"| {case.replace(':', ' | ')} | failed: {last[0][:200]} |", flush=True)
 
 
-def _switch(value: str):
-    """A SWITCH setting's value from the command line: auto, True or False."""
-    return {"true": True, "false": False}.get(value, value)
+def _last_layer(value: str):
+    """`--last-layer`'s value as a run's `--set` reads it (auto, True or False)."""
+    from recrunner.config.params import parse_set_options
+
+    return parse_set_options([f"fast_last_layer={value}"])["fast_last_layer"]
 
 
 if __name__ == "__main__":
