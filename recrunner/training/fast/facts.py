@@ -102,10 +102,14 @@ FACTS: dict[str, tuple[Fact, ...]] = {
     "LightSANs": (_cpu("speed", "accelerate", "2.67x an epoch on ml-100k with numpy's dropout masks (52.9 s against "
                                               "141.4 s; 1.48x with torch's)"),),
     "NextItNet": (_cpu("speed", "accelerate", "1.63x an epoch on ml-100k"),),
-    "FDSA": (_cpu("speed", "accelerate", "1.95x an epoch on ml-100k with numpy's dropout masks (152.7 s against "
+    "FDSA": (Fact("speed", "accelerate", "cpu", AMD, "2.43x an epoch on ml-100k (121.7 s against 296.0 s; 1.66x "
+                                                     "with its last layers at every position)"),
+             _cpu("speed", "accelerate", "1.95x an epoch on ml-100k with numpy's dropout masks (152.7 s against "
                                          "297.7 s; 1.13x with torch's)"),),
-    "SASRecF": (_cpu("speed", "exact", "bf16 and compiling made an epoch 1.02x as fast on ml-100k, within what two "
-                                       "runs of the same code differ by"),),
+    # on another CPU (avx512_bf16), before numpy's dropout masks and the last layer, bf16 and compiling made
+    # SASRecF's epoch 1.02x as fast: it ran exactly on CPUs until 2026-11-29 (BENCHMARKS.md)
+    "SASRecF": (Fact("speed", "accelerate", "cpu", AMD, "2.05x an epoch on ml-100k (84.1 s against 172.3 s; 1.42x "
+                                                        "with its last layer at every position)"),),
     "SRGNN": (_cpu("speed", "exact", "bf16 and compiling made an epoch 0.74x as fast on ml-100k"),),
 }
 

@@ -1,15 +1,16 @@
-"""Fast mode's last transformer layer computed only where the model reads it: SASRec's and BERT4Rec's
-scored positions.
+"""Fast mode's last transformer layer computed only where the model reads it: the scored positions of
+RecBole's SASRec, SASRecF, FDSA and BERT4Rec.
 
-RecBole's SASRec and BERT4Rec run each layer of their transformer at all `MAX_ITEM_LIST_LENGTH`
-positions of a sequence, then read a few positions of the last layer's output:
+RecBole's transformers run each layer at all `MAX_ITEM_LIST_LENGTH` positions of a sequence, then
+read a few positions of the last layer's output:
 
-| model    | positions read                                   | by                                     |
-|----------|--------------------------------------------------|----------------------------------------|
-| SASRec   | the sequence's last item                         | its loss, `predict`, `full_sort_predict` |
-| BERT4Rec | the mask token's positions: in training the last  | its loss (`MASK_INDEX`, at most         |
-|          | `mask_item_length` of them (10 of 50 by default),| `mask_item_length`), `predict`,        |
-|          | in scoring the one appended after the last item  | `full_sort_predict`                    |
+| model            | positions read                                      | by                                        |
+|------------------|-----------------------------------------------------|-------------------------------------------|
+| SASRec, SASRecF  | the sequence's last item                            | its loss, `predict`, `full_sort_predict`  |
+| FDSA             | the last item, in both of its transformers          | its loss, `predict`, `full_sort_predict`  |
+| BERT4Rec         | the mask token's positions: in training the last    | its loss (`MASK_INDEX`, at most           |
+|                  | `mask_item_length` of them (10 of 50 by default),   | `mask_item_length`), `predict`,           |
+|                  | in scoring the one appended after the last item     | `full_sort_predict`                       |
 
 Nothing reads the last layer at the other positions, so with `fast_last_layer: auto` fast mode
 computes that layer (and BERT4Rec's output head) at the positions read only: their queries attend
@@ -26,7 +27,9 @@ its loss reads such a row only for a padded entry of `MASK_INDEX`, which it weig
 
 `last_layer_choice` (pure) decides from the model's name; `last_layer_only` installs the forward
 as an instance attribute (state_dict keys and checkpoints are unchanged) where the model's
-structure is RecBole's, and says where it is not.
+methods and transformers are RecBole's, and says where they are not. Each forward below is
+RecBole 1.2.1's `forward` of its model with the last layer computed by `_at_last_item` or
+`_last_layer_at`; the tests compare each with RecBole's.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from ...core.errors import ConfigError
 
 logger = logging.getLogger("recrunner")
 
-MODELS = ("SASRec", "BERT4Rec")  # whose loss and scores read a few positions of the last layer (RecBole 1.2.1)
+MODELS = ("SASRec", "SASRecF", "FDSA", "BERT4Rec")  # whose loss and scores read a few positions of the last layer
 
 
 def last_layer_choice(asked, model: str) -> tuple[bool, str]:
@@ -53,56 +56,82 @@ def last_layer_choice(asked, model: str) -> tuple[bool, str]:
         return False, ""
     if model not in MODELS:
         return False, (f"fast_last_layer: {model}'s last layer is not read at a few positions; only "
-                       f"{' and '.join(MODELS)}'s" if asked is True else "")
+                       f"{', '.join(MODELS[:-1])} and {MODELS[-1]}'s" if asked is True else "")
     return True, ("last layer: the same function, rounded otherwise, other dropout draws (fast_last_layer: false "
                   "keeps every position and, with fast_dropout: torch, exact mode's masks)")
 
 
 def last_layer_only(model: torch.nn.Module) -> bool:
     """Give `model` the forward that runs its last layer at the scored positions only (an instance
-    attribute), if its methods and transformer are RecBole's SASRec's or BERT4Rec's; whether it did."""
+    attribute), if its methods and transformers are RecBole's (MODELS); whether it did."""
     forward = _forward_for(model)
     if forward is None:
-        logger.warning(f"fast mode: {type(model).__name__}'s methods or transformer are not RecBole's SASRec's or "
-                       "BERT4Rec's: its last layer runs at every position")
+        logger.warning(f"fast mode: {type(model).__name__}'s methods or transformer are not RecBole's "
+                       f"{', '.join(MODELS[:-1])} or {MODELS[-1]}'s: its last layer runs at every position")
         return False
     model.forward = functools.partial(forward, model)
     return True
 
 
 def _forward_for(model: torch.nn.Module):
-    """The forward for `model`'s RecBole class, or None where the model or its transformer is not RecBole's."""
-    from recbole.model.layers import FeedForward, MultiHeadAttention, TransformerEncoder, TransformerLayer
-    from recbole.model.sequential_recommender.bert4rec import BERT4Rec
-    from recbole.model.sequential_recommender.sasrec import SASRec
+    """The forward for `model`'s RecBole class, or None where the model or a transformer of it is not RecBole's."""
+    from recbole.model.sequential_recommender import BERT4Rec, FDSA, SASRec, SASRecF
 
-    encoder = getattr(model, "trm_encoder", None)
-    layers = list(getattr(encoder, "layer", []))
-    if not (type(encoder) is TransformerEncoder and layers and all(
-            type(layer) is TransformerLayer and type(layer.multi_head_attention) is MultiHeadAttention
-            and type(layer.feed_forward) is FeedForward for layer in layers)):
-        return None
     readers = ("forward", "calculate_loss", "predict", "full_sort_predict")  # what decides the positions read
-    for cls, forward in ((SASRec, last_position_forward), (BERT4Rec, masked_positions_forward)):
+    structures = ((SASRec, ("trm_encoder",), last_position_forward),
+                  (SASRecF, ("trm_encoder",), fused_last_position_forward),
+                  (FDSA, ("item_trm_encoder", "feature_trm_encoder"), two_transformers_forward),
+                  (BERT4Rec, ("trm_encoder",), masked_positions_forward))
+    for cls, encoders, forward in structures:
         if all(getattr(type(model), name) is getattr(cls, name) for name in readers):
-            return forward
+            return forward if all(_recboles(getattr(model, name, None)) for name in encoders) else None
     return None
+
+
+def _recboles(encoder) -> bool:
+    """Whether `encoder` is RecBole's TransformerEncoder made of RecBole's layers."""
+    from recbole.model.layers import FeedForward, MultiHeadAttention, TransformerEncoder, TransformerLayer
+
+    layers = list(getattr(encoder, "layer", []))
+    return type(encoder) is TransformerEncoder and bool(layers) and all(
+        type(layer) is TransformerLayer and type(layer.multi_head_attention) is MultiHeadAttention
+        and type(layer.feed_forward) is FeedForward for layer in layers)
 
 
 def last_position_forward(model, item_seq: torch.Tensor, item_seq_len: torch.Tensor) -> torch.Tensor:
     """RecBole's `SASRec.forward` (the output at each sequence's last item, [B, H]) with the last layer
     computed at that position only."""
-    hidden, mask, last = _before_last_layer(model, item_seq, bidirectional=False)  # mask [B, 1, L, L]
-    kept = (item_seq_len - 1).view(-1, 1)  # [B, 1]
-    row = mask.gather(2, kept.view(-1, 1, 1, 1).expand(-1, mask.size(1), 1, mask.size(3)))  # [B, 1, 1, L]
-    return _last_layer_at(last, hidden, row, kept).squeeze(1)
+    hidden = model.dropout(model.LayerNorm(model.item_embedding(item_seq) + _position_embedding(model, item_seq)))
+    return _at_last_item(model.trm_encoder, hidden, model.get_attention_mask(item_seq), item_seq_len)
+
+
+def fused_last_position_forward(model, item_seq: torch.Tensor, item_seq_len: torch.Tensor) -> torch.Tensor:
+    """RecBole's `SASRecF.forward`: item and feature embeddings fused before the transformer ([B, H])."""
+    fused = torch.cat((model.item_embedding(item_seq), _feature_table(model, item_seq).flatten(-2)), -1)
+    hidden = model.dropout(model.LayerNorm(model.concat_layer(fused) + _position_embedding(model, item_seq)))
+    return _at_last_item(model.trm_encoder, hidden, model.get_attention_mask(item_seq), item_seq_len)
+
+
+def two_transformers_forward(model, item_seq: torch.Tensor, item_seq_len: torch.Tensor) -> torch.Tensor:
+    """RecBole's `FDSA.forward`: a transformer over item ids and one over item features, read at the last
+    item and joined ([B, H])."""
+    position = _position_embedding(model, item_seq)
+    items = model.dropout(model.LayerNorm(model.item_embedding(item_seq) + position))
+    features, _ = model.feature_att_layer(_feature_table(model, item_seq))
+    features = model.dropout(model.LayerNorm(features + position))
+    mask = model.get_attention_mask(item_seq)
+    joined = torch.cat((_at_last_item(model.item_trm_encoder, items, mask, item_seq_len),
+                        _at_last_item(model.feature_trm_encoder, features, mask, item_seq_len)), -1)
+    return model.dropout(model.LayerNorm(model.concat_layer(joined)))
 
 
 def masked_positions_forward(model, item_seq: torch.Tensor) -> torch.Tensor:
     """RecBole's `BERT4Rec.forward` ([B, L, H]) with the last layer and the output head computed at the
     mask token's last `mask_item_length` positions only (scoring has one, after the last item; the
     other rows computed then are real positions too); the rows not computed are zeros."""
-    hidden, mask, last = _before_last_layer(model, item_seq, bidirectional=True)  # mask [B, 1, 1, L]
+    hidden = model.dropout(model.LayerNorm(model.item_embedding(item_seq) + _position_embedding(model, item_seq)))
+    mask = model.get_attention_mask(item_seq, bidirectional=True)  # [B, 1, 1, L]
+    hidden, last = _before_last_layer(model.trm_encoder, hidden, mask)
     count = max(1, min(model.mask_item_length, item_seq.size(1)))
     positions = torch.arange(1, item_seq.size(1) + 1, device=item_seq.device, dtype=torch.float32)  # floats: topk anywhere
     kept = torch.topk((item_seq == model.mask_token) * positions, count, dim=1).indices  # [B, count]: the last masks
@@ -111,17 +140,32 @@ def masked_positions_forward(model, item_seq: torch.Tensor) -> torch.Tensor:
     return rows.scatter(1, kept.unsqueeze(-1).expand(-1, -1, hidden.size(-1)), out)
 
 
-def _before_last_layer(model, item_seq: torch.Tensor, bidirectional: bool):
-    """The embeddings and every layer but the last, as RecBole's SASRec and BERT4Rec compute them:
-    (hidden [B, L, H], the attention mask added to the scores, the last layer)."""
-    positions = torch.arange(item_seq.size(1), dtype=torch.long, device=item_seq.device).unsqueeze(0).expand_as(item_seq)
-    hidden = model.item_embedding(item_seq) + model.position_embedding(positions)
-    hidden = model.dropout(model.LayerNorm(hidden))
-    mask = model.get_attention_mask(item_seq, bidirectional=bidirectional)
-    *before, last = model.trm_encoder.layer
+def _position_embedding(model, item_seq: torch.Tensor) -> torch.Tensor:
+    positions = torch.arange(item_seq.size(1), dtype=torch.long, device=item_seq.device)
+    return model.position_embedding(positions.unsqueeze(0).expand_as(item_seq))
+
+
+def _feature_table(model, item_seq: torch.Tensor) -> torch.Tensor:
+    """The items' sparse and dense feature embeddings, as SASRecF and FDSA join them: [B, L, features, H]."""
+    sparse, dense = model.feature_embed_layer(None, item_seq)
+    return torch.cat([table for table in (sparse["item"], dense["item"]) if table is not None], dim=-2)
+
+
+def _at_last_item(encoder, hidden: torch.Tensor, mask: torch.Tensor, item_seq_len: torch.Tensor) -> torch.Tensor:
+    """RecBole's `TransformerEncoder` over `hidden` [B, L, H] with its causal `mask` [B, 1, L, L], read at
+    each sequence's last item ([B, H]); its last layer computed there only."""
+    hidden, last = _before_last_layer(encoder, hidden, mask)
+    kept = (item_seq_len - 1).view(-1, 1)  # [B, 1]
+    row = mask.gather(2, kept.view(-1, 1, 1, 1).expand(-1, mask.size(1), 1, mask.size(3)))  # [B, 1, 1, L]
+    return _last_layer_at(last, hidden, row, kept).squeeze(1)
+
+
+def _before_last_layer(encoder, hidden: torch.Tensor, mask: torch.Tensor):
+    """Every layer of RecBole's `encoder` but the last, at every position: (hidden [B, L, H], the last layer)."""
+    *before, last = encoder.layer
     for layer in before:
         hidden = layer(hidden, mask)
-    return hidden, mask, last
+    return hidden, last
 
 
 def _last_layer_at(layer, hidden: torch.Tensor, mask: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
