@@ -44,9 +44,6 @@ from ...core.errors import ConfigError
 
 logger = logging.getLogger("recrunner")
 
-MODELS = ("SASRec", "SASRecF", "FDSA", "BERT4Rec")  # whose loss and scores read a few positions of the last layer
-
-
 def last_layer_choice(asked, model: str) -> tuple[bool, str]:
     """Whether a fast run computes the model's last transformer layer at the scored positions only,
     and what to say (pure). `auto` and `true`: where the model is one of MODELS."""
@@ -56,7 +53,7 @@ def last_layer_choice(asked, model: str) -> tuple[bool, str]:
         return False, ""
     if model not in MODELS:
         return False, (f"fast_last_layer: {model}'s last layer is not read at a few positions; only "
-                       f"{', '.join(MODELS[:-1])} and {MODELS[-1]}'s" if asked is True else "")
+                       f"{_listed('and')}'s" if asked is True else "")
     return True, ("last layer: the same function, rounded otherwise, other dropout draws (fast_last_layer: false "
                   "keeps every position and, with fast_dropout: torch, exact mode's masks)")
 
@@ -67,7 +64,7 @@ def last_layer_only(model: torch.nn.Module) -> bool:
     forward = _forward_for(model)
     if forward is None:
         logger.warning(f"fast mode: {type(model).__name__}'s methods or transformer are not RecBole's "
-                       f"{', '.join(MODELS[:-1])} or {MODELS[-1]}'s: its last layer runs at every position")
+                       f"{_listed('or')}'s: its last layer runs at every position")
         return False
     model.forward = functools.partial(forward, model)
     return True
@@ -75,16 +72,13 @@ def last_layer_only(model: torch.nn.Module) -> bool:
 
 def _forward_for(model: torch.nn.Module):
     """The forward for `model`'s RecBole class, or None where the model or a transformer of it is not RecBole's."""
-    from recbole.model.sequential_recommender import BERT4Rec, FDSA, SASRec, SASRecF
+    from recbole.model import sequential_recommender
 
     readers = ("forward", "calculate_loss", "predict", "full_sort_predict")  # what decides the positions read
-    structures = ((SASRec, ("trm_encoder",), last_position_forward),
-                  (SASRecF, ("trm_encoder",), fused_last_position_forward),
-                  (FDSA, ("item_trm_encoder", "feature_trm_encoder"), two_transformers_forward),
-                  (BERT4Rec, ("trm_encoder",), masked_positions_forward))
-    for cls, encoders, forward in structures:
-        if all(getattr(type(model), name) is getattr(cls, name) for name in readers):
-            return forward if all(_recboles(getattr(model, name, None)) for name in encoders) else None
+    for name, (encoders, forward) in FORWARDS.items():
+        cls = getattr(sequential_recommender, name)
+        if all(getattr(type(model), method) is getattr(cls, method) for method in readers):
+            return forward if all(_recboles(getattr(model, encoder, None)) for encoder in encoders) else None
     return None
 
 
@@ -140,6 +134,11 @@ def masked_positions_forward(model, item_seq: torch.Tensor) -> torch.Tensor:
     return rows.scatter(1, kept.unsqueeze(-1).expand(-1, -1, hidden.size(-1)), out)
 
 
+def _listed(word: str) -> str:
+    """MODELS as a sentence lists them: 'SASRec, SASRecF, FDSA and BERT4Rec' (pure)."""
+    return f"{', '.join(MODELS[:-1])} {word} {MODELS[-1]}"
+
+
 def _position_embedding(model, item_seq: torch.Tensor) -> torch.Tensor:
     positions = torch.arange(item_seq.size(1), dtype=torch.long, device=item_seq.device)
     return model.position_embedding(positions.unsqueeze(0).expand_as(item_seq))
@@ -186,3 +185,14 @@ def attend_from(attention, queries: torch.Tensor, memory: torch.Tensor, mask: to
     context = context.view(*context.size()[:-2], attention.all_head_size)
     hidden = attention.out_dropout(attention.dense(context))
     return attention.LayerNorm(hidden + queries)
+
+
+# RecBole's models (by class name) whose loss and scores read a few positions of the last layer: the attributes
+# that hold their transformers, and the forward that computes the last layer there only
+FORWARDS = {
+    "SASRec": (("trm_encoder",), last_position_forward),
+    "SASRecF": (("trm_encoder",), fused_last_position_forward),
+    "FDSA": (("item_trm_encoder", "feature_trm_encoder"), two_transformers_forward),
+    "BERT4Rec": (("trm_encoder",), masked_positions_forward),
+}
+MODELS = tuple(FORWARDS)
