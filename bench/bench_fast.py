@@ -76,7 +76,7 @@ def build(fast: bool, model: str, dataset: str, data_path: str | None, workdir: 
     from recbole.data import create_dataset, data_preparation
     from recbole.utils import init_seed
 
-    from recrunner.seams.models import model_class  # as runs build it: RecBole's anomaly detection off
+    from recrunner.seams.models import model_class, ready_model  # as runs build it: anomaly detection off, ...
     from recrunner.seams.config import recbole_argv_cleared
     from recrunner.seams.environment import quiet_known_warnings
     from recrunner.data.placement import place_tables
@@ -101,7 +101,7 @@ def build(fast: bool, model: str, dataset: str, data_path: str | None, workdir: 
     vectorise_loaders(loaders, place_tables(config, loaders))  # what every run's loaders do (seams/loaders.py)
     train, valid, _ = loaders
     init_seed(config["seed"], config["reproducibility"])
-    trainer = CustomTrainer(config, model_class(model)(config, train._dataset))
+    trainer = CustomTrainer(config, ready_model(model_class(model)(config, train._dataset)))
     trainer.eval_collector.data_collect(train)
     assert not torch.is_anomaly_enabled(), "anomaly detection on: the model was not built as runs build it"
     return trainer, train, valid

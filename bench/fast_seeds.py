@@ -3,7 +3,7 @@
     python bench/fast_seeds.py [--seeds 2020 2021 2022] [--threads N] [--only exact|fast] [--precision bf16]
                                [--set fast_negatives=torch ...] [--params epochs=100 ...] [--dataset ml-100k] [MODEL ...]
 
-For each model (default: SASRec, GRU4Rec, BERT4Rec, SASRecF, FDSA, BPR, LightGCN and the context-aware DeepFM)
+For each model (default: SASRec, GRU4Rec, BERT4Rec, SASRecF, FDSA, GCSAN, BPR, LightGCN and the context-aware DeepFM)
 at the moderate sizes below on ml-100k, one full run per seed (validation, early stopping, the
 test with the best weights) through `run_experiment`, exact and with `fast: true`. Prints, per
 model, the test value of its `valid_metric` (the metric runs are selected on) over the seeds:
@@ -31,6 +31,7 @@ PARAMS = {
     "BERT4Rec": {**SEQ, "hidden_size": 32, "inner_size": 64, "n_layers": 1, "n_heads": 1, "train_neg_sample_args": None},
     "SASRecF": {**SEQ, "hidden_size": 32, "inner_size": 64, "n_layers": 1, "n_heads": 1},
     "FDSA": {**SEQ, "hidden_size": 32, "inner_size": 64, "n_layers": 1, "n_heads": 1},
+    "GCSAN": {**SEQ, "hidden_size": 32, "inner_size": 64, "n_layers": 1, "n_heads": 1},
     "BPR": {"epochs": 20, "stopping_step": 3},
     "LightGCN": {"epochs": 10, "stopping_step": 3},
     "DeepFM": {"epochs": 5, "stopping_step": 2},

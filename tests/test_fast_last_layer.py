@@ -1,5 +1,5 @@
 """Fast mode's last transformer layer at the scored positions only (recrunner.training.fast.last_layer):
-the same outputs, losses and gradients as RecBole's SASRec, SASRecF, FDSA and BERT4Rec, the plan's
+the same outputs, losses and gradients as RecBole's SASRec, SASRecF, FDSA, GCSAN and BERT4Rec, the plan's
 choice, a run and its resume."""
 
 import json
@@ -10,9 +10,9 @@ import torch
 from recrunner import ConfigError, Experiment, Workspace, run_experiment
 from recrunner.training.callbacks.history import read_history
 from recrunner.training.fast.apply import accelerate
-from recrunner.training.fast.last_layer import (fused_last_position_forward, last_layer_choice, last_layer_only,
-                                                last_position_forward, masked_positions_forward,
-                                                two_transformers_forward)
+from recrunner.training.fast.last_layer import (fused_last_position_forward, graph_then_transformer_forward,
+                                                last_layer_choice, last_layer_only, last_position_forward,
+                                                masked_positions_forward, two_transformers_forward)
 from recrunner.training.fast.plan import FastPlan, choose, plan_text, same_plan_key
 
 from .conftest import REPO, TINY_SASREC, trainer_and_data
@@ -23,10 +23,11 @@ from .test_resume import _killed_run
 def test_auto_computes_sasrecs_last_layer_at_the_scored_position_only():
     assert last_layer_choice("auto", "SASRec")[0] and "other dropout draws" in last_layer_choice("auto", "SASRec")[1]
     assert last_layer_choice(True, "SASRec")[0] and last_layer_choice(False, "SASRec") == (False, "")
-    assert all(last_layer_choice("auto", model)[0] for model in ("BERT4Rec", "SASRecF", "FDSA"))
+    assert all(last_layer_choice("auto", model)[0] for model in ("BERT4Rec", "SASRecF", "FDSA", "GCSAN"))
     assert last_layer_choice("auto", "LightSANs") == (False, "")  # its own transformer
     assert last_layer_choice(True, "GRU4Rec") == (False, "fast_last_layer: GRU4Rec's last layer is not read at a few "
-                                                         "positions; only SASRec, SASRecF, FDSA and BERT4Rec's")
+                                                         "positions; only SASRec, SASRecF, FDSA, GCSAN and "
+                                                         "BERT4Rec's")
     with pytest.raises(ConfigError, match="fast_last_layer must be auto, true or false, got 'some'"):
         last_layer_choice("some", "SASRec")
 
@@ -40,9 +41,11 @@ def test_the_plan_says_so_and_a_resume_must_match_it():
     assert same_plan_key(plan.as_dict()) != same_plan_key(off.as_dict())  # it draws fewer dropout masks
     older = {k: v for k, v in plan.as_dict().items() if k != "last_layer"}  # a last.pth of before 2026-11-29
     assert FastPlan.stored(older).last_layer is False and plan_text(same_plan_key(older)).endswith("masks)")
-    for model in ("SASRecF", "FDSA"):  # measured faster on a CPU with it (facts.py): compiled, the last layer computed once
+    for model in ("SASRecF", "FDSA", "GCSAN"):  # measured faster on a CPU with it (facts.py): compiled, the last layer
         feature = choose(model=model, device_type="cpu")
         assert feature.compile and feature.last_layer and "faster on cpu: 2." in feature.reason, model
+    srgnn = choose(model="SRGNN", device_type="cpu")  # no transformer; compiled it was no faster, graphs array-built
+    assert srgnn.model_unchanged and "0.92-0.96x" in srgnn.reason
     asked = FastPlan(last_layer=True)  # fp32 and eager still changes the model
     assert not asked.model_unchanged and asked.settings() == "fp32, eager, last layer at the scored positions"
 
@@ -113,12 +116,14 @@ def test_accelerate_installs_it_with_the_plan(sasrec):
             vars(model).pop(name, None)
 
 
-@pytest.mark.parametrize("name, forward, encoders", [
-    ("SASRecF", fused_last_position_forward, ("trm_encoder",)),
-    ("FDSA", two_transformers_forward, ("item_trm_encoder", "feature_trm_encoder"))])
-def test_the_feature_models_forwards_are_recboles_with_their_gradients(tmp_path, name, forward, encoders):
-    """SASRecF (item features fused before its transformer) and FDSA (a transformer over items and one over
-    their features), two layers each, on ml-100k's genres: outputs and every gradient as RecBole's."""
+@pytest.mark.parametrize("name, forward, encoders, before", [
+    ("SASRecF", fused_last_position_forward, ("trm_encoder",), "feature"),
+    ("FDSA", two_transformers_forward, ("item_trm_encoder", "feature_trm_encoder"), "feature"),
+    ("GCSAN", graph_then_transformer_forward, ("self_attention",), "gnn")])
+def test_the_other_models_forwards_are_recboles_with_their_gradients(tmp_path, name, forward, encoders, before):
+    """SASRecF (item features fused before its transformer), FDSA (a transformer over items and one over
+    their features) and GCSAN (a graph network, then a transformer), two layers each, on ml-100k (its
+    genres): outputs and every gradient as RecBole's, those of the layers `before` the transformer too."""
     (tmp_path / "datasets").mkdir()
     workspace = Workspace(output_dir=tmp_path / "runs", data_path=tmp_path / "datasets", config_dir=REPO / "configs")
     trainer, train, *_ = trainer_and_data(workspace, name, {**TINY_SASREC, "n_layers": 2, "n_heads": 2})
@@ -136,7 +141,7 @@ def test_the_feature_models_forwards_are_recboles_with_their_gradients(tmp_path,
     del model.forward
     (out, grads), (fast_out, fast_grads) = results
     assert out.shape == (len(batch), model.hidden_size) and torch.allclose(out, fast_out, atol=1e-6)
-    assert grads.keys() == fast_grads.keys() and any("feature" in n for n in grads)
+    assert grads.keys() == fast_grads.keys() and any(before in n for n in grads)
     for n in grads:
         assert torch.allclose(grads[n], fast_grads[n], atol=2e-6, rtol=1e-5), n
     kept = getattr(model, encoders[-1])

@@ -22,6 +22,8 @@ CASES = [
     ("ItemKNN", "TraditionalTrainer, scipy sparse state", {}),
     ("EASE", "TraditionalTrainer, numpy/scipy state", {}),
     ("NCL", "NCLTrainer: E-step (faiss k-means) each epoch", {"epochs": 2}),
+    ("SRGNN", "session graphs built by array operations (seams/session_graphs.py)", {"epochs": 2}),
+    ("GCSAN", "session graphs built by array operations, then a transformer", {"epochs": 2}),
     ("S3Rec", "S3RecTrainer: pre-training then fine-tuning", {"epochs": 2, "pretrain_epochs": 2, "save_step": 2}),
     ("RaCT", "RaCTTrainer: actor and critic pre-training, then fine-tuning", {"epochs": 2}),
     ("XGBoost", "DecisionTreeTrainer (exlib), continued boosting", {"epochs": 2, "xgb_num_boost_round": 10}),

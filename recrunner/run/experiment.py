@@ -37,7 +37,7 @@ from .distributed import check_processes, follower_config, reseed_process, tell
 from .resume import ResumePoint, StartOver, bring_best_checkpoint, check_request, resume_point
 from ..core.files import write_config
 from .runlog import run_logging
-from ..seams.models import model_class as recbole_model_class, repair_model
+from ..seams.models import model_class as recbole_model_class, ready_model
 from .hparams_columns import write_experiment
 from ..training.fast.compile_clock import CompileClock, describe_phases
 from ..training.fast.plan import loader_settings, share_compile_cache
@@ -238,7 +238,7 @@ def _build_trainer(prepared: PreparedRun, run_dir: Path, train_data, writer, cal
     config = prepared.config
     init_seed(config["seed"], config["reproducibility"])
     model_class = recbole_model_class(config["model"], detect_anomaly=setting(config, "detect_anomaly"))
-    model = repair_model(model_class(config, train_data._dataset).to(config["device"]))
+    model = ready_model(model_class(config, train_data._dataset).to(config["device"]))
     logger.info(model, extra={"file_only": True})
     trainer = prepared.trainer_class(config, model, writer=writer, callbacks=callbacks, hparams=prepared.hparams,
                                      run_dir=run_dir)

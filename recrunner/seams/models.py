@@ -8,6 +8,8 @@
 | weights: every forward fails                             |                                            |
 | KGIN and MCCLK import torch_scatter (a source package    | `provide_torch_scatter`: seams/torch_scatter.py |
 | on PyPI, compiled against the installed torch)           | registered as `torch_scatter` when missing |
+| SRGNN and GCSAN build each batch's session graphs in a    | `ready_model`: seams/session_graphs.py's   |
+| Python loop on the host                                   | equal tensors from array operations        |
 """
 
 from __future__ import annotations
@@ -38,6 +40,21 @@ def repair_model(model):
     """Fix what RecBole 1.2.1 builds wrong for one model (module docstring); returns the model."""
     if type(model).__name__ == "KSR" and model.relation_Matrix.dtype != model.entity_embedding.weight.dtype:
         model.relation_Matrix = model.relation_Matrix.to(model.entity_embedding.weight.dtype)
+    return model
+
+
+def ready_model(model):
+    """The model a run trains: `repair_model`'s, with RecBole's per-sequence host loops replaced by
+    array operations that give equal tensors where the batch is (seams/session_graphs.py); returns it.
+    Plain RecBole's runs in the tests get `repair_model` only."""
+    import logging
+
+    from .session_graphs import session_graphs
+
+    if session_graphs(repair_model(model)):
+        logging.getLogger("recrunner").info(
+            f"{type(model).__name__}'s session graphs are built by array operations where the batch is, "
+            f"equal to RecBole's _get_slice", extra={"file_only": True})
     return model
 
 

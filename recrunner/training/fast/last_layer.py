@@ -1,12 +1,13 @@
 """Fast mode's last transformer layer computed only where the model reads it: the scored positions of
-RecBole's SASRec, SASRecF, FDSA and BERT4Rec.
+RecBole's SASRec, SASRecF, FDSA, GCSAN and BERT4Rec.
 
 RecBole's transformers run each layer at all `MAX_ITEM_LIST_LENGTH` positions of a sequence, then
 read a few positions of the last layer's output:
 
 | model            | positions read                                      | by                                        |
 |------------------|-----------------------------------------------------|-------------------------------------------|
-| SASRec, SASRecF  | the sequence's last item                            | its loss, `predict`, `full_sort_predict`  |
+| SASRec, SASRecF, | the sequence's last item (GCSAN: its transformer    | its loss, `predict`, `full_sort_predict`  |
+| GCSAN            | over the graph network's item states)               |                                           |
 | FDSA             | the last item, in both of its transformers          | its loss, `predict`, `full_sort_predict`  |
 | BERT4Rec         | the mask token's positions: in training the last    | its loss (`MASK_INDEX`, at most           |
 |                  | `mask_item_length` of them (10 of 50 by default),   | `mask_item_length`), `predict`,           |
@@ -119,6 +120,18 @@ def two_transformers_forward(model, item_seq: torch.Tensor, item_seq_len: torch.
     return model.dropout(model.LayerNorm(model.concat_layer(joined)))
 
 
+def graph_then_transformer_forward(model, item_seq: torch.Tensor, item_seq_len: torch.Tensor) -> torch.Tensor:
+    """RecBole's `GCSAN.forward`: a gated graph network over each session's graph, then a transformer over
+    its items, both read at the last item and weighed by `weight` ([B, H])."""
+    assert 0 <= model.weight <= 1
+    alias, graph, items = model._get_slice(item_seq)  # array-built in a run (seams/session_graphs.py)
+    hidden = model.gnn(graph, model.item_embedding(items))
+    sequence = torch.gather(hidden, dim=1, index=alias.unsqueeze(-1).expand(-1, -1, model.hidden_size))
+    graph_read = model.gather_indexes(sequence, item_seq_len - 1)
+    attention_read = _at_last_item(model.self_attention, sequence, model.get_attention_mask(item_seq), item_seq_len)
+    return model.weight * attention_read + (1 - model.weight) * graph_read
+
+
 def masked_positions_forward(model, item_seq: torch.Tensor) -> torch.Tensor:
     """RecBole's `BERT4Rec.forward` ([B, L, H]) with the last layer and the output head computed at the
     mask token's last `mask_item_length` positions only (scoring has one, after the last item; the
@@ -135,7 +148,7 @@ def masked_positions_forward(model, item_seq: torch.Tensor) -> torch.Tensor:
 
 
 def _listed(word: str) -> str:
-    """MODELS as a sentence lists them: 'SASRec, SASRecF, FDSA and BERT4Rec' (pure)."""
+    """MODELS as a sentence lists them: 'SASRec, SASRecF, FDSA, GCSAN and BERT4Rec' (pure)."""
     return f"{', '.join(MODELS[:-1])} {word} {MODELS[-1]}"
 
 
@@ -193,6 +206,7 @@ FORWARDS = {
     "SASRec": (("trm_encoder",), last_position_forward),
     "SASRecF": (("trm_encoder",), fused_last_position_forward),
     "FDSA": (("item_trm_encoder", "feature_trm_encoder"), two_transformers_forward),
+    "GCSAN": (("self_attention",), graph_then_transformer_forward),
     "BERT4Rec": (("trm_encoder",), masked_positions_forward),
 }
 MODELS = tuple(FORWARDS)
