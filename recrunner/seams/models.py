@@ -8,8 +8,8 @@
 | weights: every forward fails                             |                                            |
 | KGIN and MCCLK import torch_scatter (a source package    | `provide_torch_scatter`: seams/torch_scatter.py |
 | on PyPI, compiled against the installed torch)           | registered as `torch_scatter` when missing |
-| SRGNN and GCSAN build each batch's session graphs in a    | `ready_model`: seams/session_graphs.py's   |
-| Python loop on the host                                   | equal tensors from array operations        |
+| SRGNN, GCSAN (session graphs) and HRM (sequences moved    | `ready_model`: seams/host_loops.py's equal |
+| after their padding) loop over each batch on the host     | tensors from array operations              |
 """
 
 from __future__ import annotations
@@ -45,16 +45,17 @@ def repair_model(model):
 
 def ready_model(model):
     """The model a run trains: `repair_model`'s, with RecBole's per-sequence host loops replaced by
-    array operations that give equal tensors where the batch is (seams/session_graphs.py); returns it.
+    array operations that give equal tensors where the batch is (seams/host_loops.py); returns it.
     Plain RecBole's runs in the tests get `repair_model` only."""
     import logging
 
-    from .session_graphs import session_graphs
+    from .host_loops import without_host_loops
 
-    if session_graphs(repair_model(model)):
+    method = without_host_loops(repair_model(model))
+    if method:
         logging.getLogger("recrunner").info(
-            f"{type(model).__name__}'s session graphs are built by array operations where the batch is, "
-            f"equal to RecBole's _get_slice", extra={"file_only": True})
+            f"{type(model).__name__}.{method} runs as array operations where the batch is, equal to RecBole's "
+            f"loop over the batch on the host", extra={"file_only": True})
     return model
 
 

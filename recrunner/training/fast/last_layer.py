@@ -124,7 +124,7 @@ def graph_then_transformer_forward(model, item_seq: torch.Tensor, item_seq_len: 
     """RecBole's `GCSAN.forward`: a gated graph network over each session's graph, then a transformer over
     its items, both read at the last item and weighed by `weight` ([B, H])."""
     assert 0 <= model.weight <= 1
-    alias, graph, items = model._get_slice(item_seq)  # array-built in a run (seams/session_graphs.py)
+    alias, graph, items = model._get_slice(item_seq)  # array-built in a run (seams/host_loops.py)
     hidden = model.gnn(graph, model.item_embedding(items))
     sequence = torch.gather(hidden, dim=1, index=alias.unsqueeze(-1).expand(-1, -1, model.hidden_size))
     graph_read = model.gather_indexes(sequence, item_seq_len - 1)

@@ -1,21 +1,23 @@
-"""SRGNN's and GCSAN's session graphs from array operations (recrunner/seams/session_graphs.py):
-the same tensors as RecBole's `_get_slice`, bit for bit, and what a run uses.
+"""RecBole's loops over a batch on the host replaced by array operations (recrunner/seams/host_loops.py):
+SRGNN's and GCSAN's session graphs and HRM's inverted sequences, the same tensors as RecBole's bit
+for bit, and what a run uses.
 
-A run's numbers against plain RecBole's for both models: tests/test_model_equivalence.py.
+A run's numbers against plain RecBole's for the three models: tests/test_model_equivalence.py.
 """
 
 import types
 
 import pytest
+import recbole.model.sequential_recommender as sequential
 import torch
-from recbole.model.sequential_recommender import GCSAN, SASRec, SRGNN
+from recbole.model.sequential_recommender import GCSAN, HRM, SASRec, SRGNN
 
 from recrunner import Experiment, run_experiment
-from recrunner.seams.session_graphs import session_graph, session_graphs
+from recrunner.seams.host_loops import inverse_sequences, session_graph, without_host_loops
 
 from .tiny_models import model_keys, tiny_params
 
-_HOST = types.SimpleNamespace(device=torch.device("cpu"))  # all RecBole's _get_slice reads of its model
+_HOST = types.SimpleNamespace(device=torch.device("cpu"))  # all RecBole's methods below read of their model
 
 
 def _sequences(seed: int, batch: int, length: int, items: int) -> torch.Tensor:
@@ -57,12 +59,24 @@ def _bare(model_class):
     return model
 
 
-def test_srgnn_and_gcsan_get_the_array_built_graphs_and_other_models_do_not():
-    sequences = CASES["many repeats and self-loops"]
-    srgnn, gcsan = _bare(SRGNN), _bare(GCSAN)
+@pytest.mark.parametrize("sequences", [CASES["many repeats and self-loops"], CASES["every sequence full"]],
+                         ids=["padded", "full"])
+def test_hrms_inverted_sequences_equal_recboles(sequences):
+    lengths = (sequences != 0).sum(1)
 
-    assert session_graphs(srgnn) and session_graphs(gcsan)
-    assert not session_graphs(_bare(SASRec))
+    got = inverse_sequences(sequences, lengths)
+
+    expected = HRM.inverse_seq_item(_HOST, sequences, lengths)
+    assert got.dtype == expected.dtype and got.stride() == expected.stride() and torch.equal(got, expected)
+
+
+def test_srgnn_gcsan_and_hrm_get_the_array_built_methods_and_other_models_do_not():
+    sequences = CASES["many repeats and self-loops"]
+    srgnn, gcsan, hrm = _bare(SRGNN), _bare(GCSAN), _bare(HRM)
+
+    assert (without_host_loops(srgnn), without_host_loops(gcsan)) == ("_get_slice", "_get_slice")
+    assert without_host_loops(hrm) == "inverse_seq_item" and "inverse_seq_item" in vars(hrm)
+    assert without_host_loops(_bare(SASRec)) is None
 
     expected = SRGNN._get_slice(_HOST, sequences)  # SRGNN's also returns the mask of items
     got = srgnn._get_slice(sequences)
@@ -78,18 +92,19 @@ def test_a_subclass_with_its_own_graphs_keeps_them():
 
     model = _bare(MySRGNN)
 
-    assert not session_graphs(model)
+    assert without_host_loops(model) is None
     assert model._get_slice(None) == "mine"
 
 
-def test_a_run_never_builds_the_graphs_with_recboles_loop(workspace, monkeypatch):
-    def recboles_loop(self, item_seq):
-        raise AssertionError("RecBole's _get_slice was called")
+@pytest.mark.parametrize("model, method", [("SRGNN", "_get_slice"), ("HRM", "inverse_seq_item")])
+def test_a_run_never_calls_recboles_loop(model, method, workspace, monkeypatch):
+    def recboles_loop(self, *args):
+        raise AssertionError(f"RecBole's {method} was called")
 
-    monkeypatch.setattr(SRGNN, "_get_slice", recboles_loop)
-    params = {**tiny_params("SRGNN", model_keys("SRGNN")), "epochs": 1}
+    monkeypatch.setattr(getattr(sequential, model), method, recboles_loop)
+    params = {**tiny_params(model, model_keys(model)), "epochs": 1}
 
-    result = run_experiment(Experiment("SRGNN", "ml-100k", params), workspace, console=False)
+    result = run_experiment(Experiment(model, "ml-100k", params), workspace, console=False)
 
     assert result.status == "ok", result.error
-    assert "session graphs are built by array operations" in (result.run_dir / "run.log").read_text()
+    assert f"{model}.{method} runs as array operations" in (result.run_dir / "run.log").read_text()

@@ -1,11 +1,11 @@
-"""SRGNN's and GCSAN's session graphs built by array operations (recrunner/seams/session_graphs.py), against
-RecBole's `_get_slice` (a Python loop over the batch's sequences, with numpy, on the host), in one process.
+"""RecBole's methods that loop over a batch on the host (SRGNN's and GCSAN's `_get_slice`, HRM's
+`inverse_seq_item`) against their array-built replacements (recrunner/seams/host_loops.py), in one process.
 
-    python bench/bench_session_graphs.py [--cases SRGNN:ml-100k GCSAN:ml-100k] [--max-batches 8] [--rounds 2]
-                                         [--data-path ../shared/datasets] [--threads N]
+    python bench/bench_host_loops.py [--cases SRGNN:ml-100k GCSAN:ml-100k HRM:ml-100k] [--max-batches 8]
+                                     [--rounds 2] [--data-path ../shared/datasets] [--threads N]
 
 Per case, the model built as a run builds it in exact mode (bench_fast.build) at RecBole's default sizes:
-    graphs     seconds to build one training batch's graphs, RecBole's and the array-built, over the
+    method     seconds of the method for one training batch, RecBole's and the array-built, over the
                first `--max-batches` batches (the tensors are checked equal, else the bench fails)
     epoch      an exact training epoch's seconds with each, `--max-batches` batches timed and scaled to
                the whole epoch; the two alternate `--rounds` times, the median kept
@@ -24,6 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_fast import REPO, _FirstBatches, build  # noqa: E402
 
+from recrunner.seams.host_loops import REPLACED  # noqa: E402
+
 
 def _timed(call) -> float:
     start = time.perf_counter()
@@ -31,18 +33,22 @@ def _timed(call) -> float:
     return time.perf_counter() - start
 
 
-def graphs_alone(model, loader, max_batches: int) -> tuple[float, float]:
-    """Median seconds per batch of RecBole's `_get_slice` and of the array-built one; fails if they differ."""
+def _tensors(result) -> tuple:
+    return result if isinstance(result, tuple) else (result,)
+
+
+def method_alone(model, method: str, loader, max_batches: int) -> tuple[float, float]:
+    """Median seconds per batch of RecBole's `method` and of the array-built one; fails if they differ."""
     import torch
 
-    recbole_slice, ours = type(model)._get_slice, model._get_slice
+    recboles, ours = getattr(type(model), method), getattr(model, method)
     theirs_s, ours_s = [], []
     for batch in _FirstBatches(loader, max_batches):
-        sequences = batch[model.ITEM_SEQ]
-        theirs_s.append(_timed(lambda: recbole_slice(model, sequences)))
-        ours_s.append(_timed(lambda: ours(sequences)))
-        for expected, got in zip(recbole_slice(model, sequences), ours(sequences)):
-            assert torch.equal(expected, got), "the array-built session graphs differ from RecBole's"
+        args = (batch[model.ITEM_SEQ],) + ((batch[model.ITEM_SEQ_LEN],) if method == "inverse_seq_item" else ())
+        theirs_s.append(_timed(lambda: recboles(model, *args)))
+        ours_s.append(_timed(lambda: ours(*args)))
+        for expected, got in zip(_tensors(recboles(model, *args)), _tensors(ours(*args)), strict=True):
+            assert torch.equal(expected, got), f"the array-built {method} differs from RecBole's"
     return statistics.median(theirs_s), statistics.median(ours_s)
 
 
@@ -51,27 +57,28 @@ def case_figures(case: str, args, workdir: Path) -> dict:
     data_path = str(args.data_path) if dataset != "ml-100k" else None
     trainer, train, valid = build(False, model_name, dataset, data_path, workdir, "auto", True, "auto")
     model = trainer.model
-    ours = model.__dict__["_get_slice"]  # installed by ready_model, as in a run
-    alone = graphs_alone(model, train, args.max_batches)
+    method = REPLACED[model_name][0]
+    ours = model.__dict__[method]  # installed by ready_model, as in a run
+    alone = method_alone(model, method, train, args.max_batches)
     loader = _FirstBatches(train, args.max_batches)
     scale = len(train) / min(args.max_batches, len(train))
     times = {"recbole": ([], []), "arrays": ([], [])}
     for epoch in range(args.rounds):
         for way in times:
             if way == "recbole":
-                del model._get_slice
+                delattr(model, method)
             else:
-                model._get_slice = ours
+                setattr(model, method, ours)
             trainer.epoch = epoch
             times[way][0].append(_timed(lambda: trainer._train_epoch(loader, epoch)) * scale)
             times[way][1].append(_timed(lambda: trainer._valid_epoch(valid)))
     median = {way: (statistics.median(t), statistics.median(e)) for way, (t, e) in times.items()}
-    return {"batches": len(train), "alone": alone, **median}
+    return {"batches": len(train), "method": method, "alone": alone, **median}
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", nargs="+", default=["SRGNN:ml-100k", "GCSAN:ml-100k"], metavar="MODEL:DATASET")
+    parser.add_argument("--cases", nargs="+", default=["SRGNN:ml-100k", "GCSAN:ml-100k", "HRM:ml-100k"], metavar="MODEL:DATASET")
     parser.add_argument("--max-batches", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--data-path", type=lambda path: Path(path).resolve(), default=REPO.parent / "shared" / "datasets")
@@ -81,15 +88,16 @@ def main(argv=None) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    print("| model | dataset | batches (timed) | graphs of a batch s: RecBole / arrays | speed-up "
+    print("| model | dataset | batches (timed) | method | a batch's s: RecBole / arrays | speed-up "
           "| exact epoch s: RecBole / arrays | speed-up | validation s: RecBole / arrays | speed-up |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for case in args.cases:
         with tempfile.TemporaryDirectory() as tmp:
             f = case_figures(case, args, Path(tmp))
         (g_r, g_a), (e_r, v_r), (e_a, v_a) = f["alone"], f["recbole"], f["arrays"]
         model, dataset = case.split(":")
-        print(f"| {model} | {dataset} | {f['batches']} ({min(args.max_batches, f['batches'])}) | {g_r:.3f} / {g_a:.4f} "
+        print(f"| {model} | {dataset} | {f['batches']} ({min(args.max_batches, f['batches'])}) | `{f['method']}` "
+              f"| {g_r:.3f} / {g_a:.4f} "
               f"| {g_r / g_a:.0f}x | {e_r:.1f} / {e_a:.1f} | {e_r / e_a:.2f}x | {v_r:.2f} / {v_a:.2f} | {v_r / v_a:.2f}x |",
               flush=True)
     return 0
