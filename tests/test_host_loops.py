@@ -108,3 +108,15 @@ def test_a_run_never_calls_recboles_loop(model, method, workspace, monkeypatch):
 
     assert result.status == "ok", result.error
     assert f"{model}.{method} runs as array operations" in (result.run_dir / "run.log").read_text()
+
+
+def test_built_on_the_sequences_device_without_a_trip_to_the_host():
+    """On a GPU the sequences stay there; here the `meta` device stands for it (RecBole's loops call
+    `.cpu().numpy()`, which a meta tensor refuses)."""
+    sequences = CASES["many repeats and self-loops"].to("meta")
+    lengths = torch.full((sequences.size(0),), 3, device="meta")
+
+    assert all(t.device.type == "meta" for t in session_graph(sequences))
+    assert inverse_sequences(sequences, lengths).device.type == "meta"
+    with pytest.raises(Exception):  # the loop this replaces
+        GCSAN._get_slice(types.SimpleNamespace(device=torch.device("meta")), sequences)
