@@ -33,6 +33,12 @@ def _timed(call) -> float:
     return time.perf_counter() - start
 
 
+ARGUMENTS = {  # what each replaced method is called with, from a training batch
+    "_get_slice": lambda model, batch: (batch[model.ITEM_SEQ],),
+    "inverse_seq_item": lambda model, batch: (batch[model.ITEM_SEQ], batch[model.ITEM_SEQ_LEN]),
+}
+
+
 def _tensors(result) -> tuple:
     return result if isinstance(result, tuple) else (result,)
 
@@ -44,7 +50,7 @@ def method_alone(model, method: str, loader, max_batches: int) -> tuple[float, f
     recboles, ours = getattr(type(model), method), getattr(model, method)
     theirs_s, ours_s = [], []
     for batch in _FirstBatches(loader, max_batches):
-        args = (batch[model.ITEM_SEQ],) + ((batch[model.ITEM_SEQ_LEN],) if method == "inverse_seq_item" else ())
+        args = ARGUMENTS[method](model, batch)
         theirs_s.append(_timed(lambda: recboles(model, *args)))
         ours_s.append(_timed(lambda: ours(*args)))
         for expected, got in zip(_tensors(recboles(model, *args)), _tensors(ours(*args)), strict=True):

@@ -25,8 +25,6 @@ tensors with RecBole's; tests/test_model_equivalence.py the runs with plain RecB
 
 from __future__ import annotations
 
-import types
-
 
 def without_host_loops(model) -> str | None:
     """Give `model` the array-built version of its RecBole method that loops on the host (REPLACED);
@@ -40,7 +38,7 @@ def without_host_loops(model) -> str | None:
     recbole_class = getattr(sequential, name)
     if not isinstance(model, recbole_class) or getattr(type(model), method) is not getattr(recbole_class, method):
         return None
-    setattr(model, method, types.MethodType(replacement, model))
+    setattr(model, method, replacement)  # a plain function: an instance attribute is called without `self`
     return method
 
 
@@ -80,21 +78,14 @@ def inverse_sequences(seq_item, seq_item_len):
     return seq_item.gather(1, (positions.unsqueeze(0) + seq_item_len.unsqueeze(1)) % seq_item.size(1))
 
 
-def _gcsan_slice(self, item_seq):
-    return session_graph(item_seq)
-
-
-def _srgnn_slice(self, item_seq):
+def session_graph_and_mask(item_seq):
+    """SRGNN's `_get_slice`: GCSAN's three tensors and the mask of items (not padding)."""
     return (*session_graph(item_seq), item_seq.gt(0))
-
-
-def _hrm_inverse(self, seq_item, seq_item_len):
-    return inverse_sequences(seq_item, seq_item_len)
 
 
 # RecBole's models (by class name): the method that loops over a batch on the host, and its replacement
 REPLACED = {
-    "SRGNN": ("_get_slice", _srgnn_slice),
-    "GCSAN": ("_get_slice", _gcsan_slice),
-    "HRM": ("inverse_seq_item", _hrm_inverse),
+    "SRGNN": ("_get_slice", session_graph_and_mask),
+    "GCSAN": ("_get_slice", session_graph),
+    "HRM": ("inverse_seq_item", inverse_sequences),
 }
