@@ -62,6 +62,9 @@ class _FirstBatches:
     def __len__(self):
         return min(self.n, len(self.loader))
 
+    def __getattr__(self, name):  # the rest of the loader's interface (a knowledge loader's set_mode)
+        return getattr(self.loader, name)
+
 
 def build(fast: bool, model: str, dataset: str, data_path: str | None, workdir: Path, precision: str = "auto",
           limits: bool = True, dropout: str = "auto", settings: dict | None = None):

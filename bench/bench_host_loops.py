@@ -1,7 +1,8 @@
 """RecBole's methods that loop over a batch on the host (SRGNN's and GCSAN's `_get_slice`, HRM's
-`inverse_seq_item`) against their array-built replacements (recrunner/seams/host_loops.py), in one process.
+`inverse_seq_item`, KGNNLS's `label_smoothness_predict`) against their array-built replacements
+(recrunner/seams/host_loops.py), in one process.
 
-    python bench/bench_host_loops.py [--cases SRGNN:ml-100k GCSAN:ml-100k HRM:ml-100k] [--max-batches 8]
+    python bench/bench_host_loops.py [--cases SRGNN:ml-100k GCSAN:ml-100k HRM:ml-100k KGNNLS:ml-100k] [--max-batches 8]
                                      [--rounds 2] [--data-path ../shared/datasets] [--threads N]
 
 Per case, the model built as a run builds it in exact mode (bench_fast.build) at RecBole's default sizes:
@@ -33,9 +34,20 @@ def _timed(call) -> float:
     return time.perf_counter() - start
 
 
+def _label_arguments(model, batch) -> tuple:
+    """KGNNLS's `label_smoothness_predict` arguments as its `calculate_ls_loss` makes them."""
+    import torch
+
+    users = torch.cat((batch[model.USER_ID], batch[model.USER_ID]))
+    items = torch.cat((batch[model.ITEM_ID], batch[model.NEG_ITEM_ID]))
+    model.batch_size = items.shape[0]  # as its forward sets it
+    return (model.user_embedding(users), users, *model.get_neighbors(items))
+
+
 ARGUMENTS = {  # what each replaced method is called with, from a training batch
     "_get_slice": lambda model, batch: (batch[model.ITEM_SEQ],),
     "inverse_seq_item": lambda model, batch: (batch[model.ITEM_SEQ], batch[model.ITEM_SEQ_LEN]),
+    "label_smoothness_predict": _label_arguments,
 }
 
 
@@ -48,6 +60,10 @@ def method_alone(model, method: str, loader, max_batches: int) -> tuple[float, f
     import torch
 
     recboles, ours = getattr(type(model), method), getattr(model, method)
+    if hasattr(loader, "set_mode"):  # a knowledge-aware model's loader: its batches as its trainer asks them
+        from recbole.utils import KGDataLoaderState
+
+        loader.set_mode(KGDataLoaderState.RSKG)
     theirs_s, ours_s = [], []
     for batch in _FirstBatches(loader, max_batches):
         args = ARGUMENTS[method](model, batch)
@@ -84,7 +100,7 @@ def case_figures(case: str, args, workdir: Path) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", nargs="+", default=["SRGNN:ml-100k", "GCSAN:ml-100k", "HRM:ml-100k"], metavar="MODEL:DATASET")
+    parser.add_argument("--cases", nargs="+", default=["SRGNN:ml-100k", "GCSAN:ml-100k", "HRM:ml-100k", "KGNNLS:ml-100k"], metavar="MODEL:DATASET")
     parser.add_argument("--max-batches", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--data-path", type=lambda path: Path(path).resolve(), default=REPO.parent / "shared" / "datasets")

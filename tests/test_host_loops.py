@@ -1,19 +1,20 @@
 """RecBole's loops over a batch on the host replaced by array operations (recrunner/seams/host_loops.py):
-SRGNN's and GCSAN's session graphs and HRM's inverted sequences, the same tensors as RecBole's bit
-for bit, and what a run uses.
+SRGNN's and GCSAN's session graphs, HRM's inverted sequences and KGNNLS's smoothed labels, the same
+tensors as RecBole's bit for bit, and what a run uses.
 
-A run's numbers against plain RecBole's for the three models: tests/test_model_equivalence.py.
+A run's numbers against plain RecBole's for the four models: tests/test_model_equivalence.py.
 """
 
 import types
 
 import pytest
-import recbole.model.sequential_recommender as sequential
 import torch
+from recbole.model.knowledge_aware_recommender import KGNNLS
 from recbole.model.sequential_recommender import GCSAN, HRM, SASRec, SRGNN
+from recbole.utils import get_model
 
 from recrunner import Experiment, run_experiment
-from recrunner.seams.host_loops import inverse_sequences, session_graph, without_host_loops
+from recrunner.seams.host_loops import LabelSmoothness, inverse_sequences, session_graph, without_host_loops
 
 from .tiny_models import model_keys, tiny_params
 
@@ -70,7 +71,39 @@ def test_hrms_inverted_sequences_equal_recboles(sequences):
     assert got.dtype == expected.dtype and got.stride() == expected.stride() and torch.equal(got, expected)
 
 
-def test_srgnn_gcsan_and_hrm_get_the_array_built_methods_and_other_models_do_not():
+def _kgnnls(n_iter: int, batch: int, device="cpu"):
+    """A bare KGNNLS with what `label_smoothness_predict` reads: its interaction table (user * 100 +
+    entity: 1.0 for a third of the pairs, 0.0 for a fifth), relation embeddings and sizes."""
+    generator = torch.Generator().manual_seed(n_iter)
+    model = _bare(KGNNLS)
+    model.n_iter, model.neighbor_sample_size, model.embedding_size, model.batch_size = n_iter, 4, 8, batch
+    model.relation_embedding, model.softmax = torch.nn.Embedding(6, 8), torch.nn.Softmax(dim=-1)
+    draws = torch.rand(10, 30, generator=generator)
+    model.offset, model.device = 100, torch.device(device)
+    model.interaction_table = {user * 100 + entity: float(draws[user, entity] < 0.33)
+                               for user in range(10) for entity in range(30) if not 0.33 <= draws[user, entity] < 0.8}
+    user = torch.randint(0, 10, (batch,), generator=generator)
+    entities = [torch.randint(0, 30, (batch, 4 ** hop), generator=generator) for hop in range(n_iter + 1)]
+    relations = [torch.randint(0, 6, (batch, 4 ** (hop + 1)), generator=generator) for hop in range(n_iter)]
+    return model, torch.randn(batch, 8, generator=generator), user, entities, relations
+
+
+@pytest.mark.parametrize("n_iter", [1, 2])
+def test_kgnnls_labels_equal_recboles_bit_for_bit(n_iter):
+    model, user_embeddings, user, entities, relations = _kgnnls(n_iter, batch=64)
+    table = dict(model.interaction_table)
+    ours = LabelSmoothness(model)
+
+    got = ours(user_embeddings, user, entities, relations)
+
+    expected = KGNNLS.label_smoothness_predict(model, user_embeddings, user, entities, relations)
+    assert got.dtype == expected.dtype and got.shape == expected.shape and torch.equal(got, expected)
+    labels = ours.label(user[:, None] * 100 + entities[1])
+    assert {0.0, 0.5, 1.0} <= set(labels.unique().tolist())  # found, sampled and missing pairs all met
+    assert len(model.interaction_table) > len(table)  # RecBole's lookups add the keys they miss: 0.5 each
+
+
+def test_srgnn_gcsan_hrm_and_kgnnls_get_the_array_built_methods_and_other_models_do_not():
     sequences = CASES["many repeats and self-loops"]
     srgnn, gcsan, hrm = _bare(SRGNN), _bare(GCSAN), _bare(HRM)
 
@@ -83,6 +116,9 @@ def test_srgnn_gcsan_and_hrm_get_the_array_built_methods_and_other_models_do_not
     assert len(got) == 4 and all(torch.equal(a, b) for a, b in zip(expected, got))
     assert all(torch.equal(a, b) for a, b in zip(GCSAN._get_slice(_HOST, sequences), gcsan._get_slice(sequences)))
     assert "_get_slice" not in srgnn.state_dict() and type(srgnn)._get_slice is SRGNN._get_slice
+    kgnnls = _kgnnls(1, batch=4)[0]
+    assert without_host_loops(kgnnls) == "label_smoothness_predict"
+    assert isinstance(vars(kgnnls)["label_smoothness_predict"], LabelSmoothness)
 
 
 def test_a_subclass_with_its_own_graphs_keeps_them():
@@ -96,12 +132,13 @@ def test_a_subclass_with_its_own_graphs_keeps_them():
     assert model._get_slice(None) == "mine"
 
 
-@pytest.mark.parametrize("model, method", [("SRGNN", "_get_slice"), ("HRM", "inverse_seq_item")])
+@pytest.mark.parametrize("model, method", [("SRGNN", "_get_slice"), ("HRM", "inverse_seq_item"),
+                                           ("KGNNLS", "label_smoothness_predict")])
 def test_a_run_never_calls_recboles_loop(model, method, workspace, monkeypatch):
     def recboles_loop(self, *args):
         raise AssertionError(f"RecBole's {method} was called")
 
-    monkeypatch.setattr(getattr(sequential, model), method, recboles_loop)
+    monkeypatch.setattr(get_model(model), method, recboles_loop)
     params = {**tiny_params(model, model_keys(model)), "epochs": 1}
 
     result = run_experiment(Experiment(model, "ml-100k", params), workspace, console=False)
@@ -118,5 +155,9 @@ def test_built_on_the_sequences_device_without_a_trip_to_the_host():
 
     assert all(t.device.type == "meta" for t in session_graph(sequences))
     assert inverse_sequences(sequences, lengths).device.type == "meta"
+    model, user_embeddings, user, entities, relations = _kgnnls(1, batch=8, device="meta")
+    on_meta = [t.to("meta") for t in (user_embeddings, user, *entities, *relations)]
+    model.relation_embedding.to("meta")
+    assert LabelSmoothness(model)(on_meta[0], on_meta[1], on_meta[2:4], on_meta[4:]).device.type == "meta"
     with pytest.raises(Exception):  # the loop this replaces
         GCSAN._get_slice(types.SimpleNamespace(device=torch.device("meta")), sequences)

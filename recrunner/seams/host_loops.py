@@ -1,15 +1,20 @@
-"""RecBole model methods that loop over a batch's sequences on the host, replaced by array operations
-where the batch is that give equal tensors, bit for bit.
+"""RecBole model methods that loop over a batch on the host, replaced by array operations where the
+batch is that give equal tensors, bit for bit.
 
-| RecBole 1.2.1                                               | recrunner (`without_host_loops(model)`)      |
-|-------------------------------------------------------------|----------------------------------------------|
-| `SRGNN._get_slice`, `GCSAN._get_slice`: each batch's session | `session_graph`: the same tensors from a     |
-| graphs in a Python loop over its sequences, with numpy      | sort, cumulative sums and scatters           |
-| `HRM.inverse_seq_item`: each sequence moved after its       | `inverse_sequences`: one gather              |
-| padding, a Python list per sequence                         |                                              |
+| RecBole 1.2.1                                             | recrunner (`without_host_loops(model)`)     |
+|-----------------------------------------------------------|---------------------------------------------|
+| `SRGNN._get_slice`, `GCSAN._get_slice`: each batch's      | `session_graph`: the same tensors from a    |
+| session graphs in a Python loop over its sequences, numpy | sort, cumulative sums and scatters          |
+| `HRM.inverse_seq_item`: each sequence moved after its     | `inverse_sequences`: one gather             |
+| padding, a Python list per sequence                       |                                             |
+| `KGNNLS.label_smoothness_predict`: each (user, entity)    | `LabelSmoothness`: the table as sorted keys |
+| key's label looked up in a dict by a Python call per      | and labels on the model's device, searched  |
+| element (`Tensor.map_`), 20k a batch at RecBole's sizes;  | (`torch.searchsorted`); RecBole's label     |
+| each lookup of a missing key also adds it (`setdefault`): | propagation after it unchanged              |
+| the dict grows by about 16k entries a batch on ml-100k    |                                             |
 
-Each copies the sequences to the host (on a GPU, a wait for the device every batch) and the result
-back; the replacements run on the sequences' device. Each is installed as an instance attribute
+Each copies the batch to the host (on a GPU, a wait for the device every batch) and the result
+back; the replacements run on the batch's device. Each is installed as an instance attribute
 (the model's class, state_dict and checkpoints are unchanged) where the model's method is RecBole's.
 
 A sequence's session graph (RecBole's `_get_slice`, per row `s` of `item_seq`, `L` its length):
@@ -21,6 +26,13 @@ division is in float32, which rounds the same quotient the same way (a float64 q
 to float32 is the correctly rounded float32 quotient, as 53 >= 2 * 24 + 2; Figueroa, "When is
 double rounding innocuous?", 1995), so every value is equal (tests/test_host_loops.py compares the
 tensors with RecBole's; tests/test_model_equivalence.py the runs with plain RecBole's).
+
+KGNNLS's labels: RecBole keys its `interaction_table` by `user * offset + entity` (training
+interactions 1.0, as many sampled non-interactions 0.0) and labels a key it lacks 0.5. The keys it
+looks up pass through float64 and `int()`, exact below 2**53; here they stay int64. A key added by
+`setdefault` carries 0.5, the label of a missing key, so what the growing dict answers never
+changes, and the table built once from it answers the same. The labels are 0.0, 0.5 or 1.0 in
+float32, as RecBole's float64 rounds to.
 """
 
 from __future__ import annotations
@@ -29,16 +41,16 @@ from __future__ import annotations
 def without_host_loops(model) -> str | None:
     """Give `model` the array-built version of its RecBole method that loops on the host (REPLACED);
     the method's name, or None where the model has none or defines its own."""
-    import recbole.model.sequential_recommender as sequential
+    from recbole.utils import get_model
 
     name = type(model).__name__
     if name not in REPLACED:
         return None
-    method, replacement = REPLACED[name]
-    recbole_class = getattr(sequential, name)
+    method, replacement_for = REPLACED[name]
+    recbole_class = get_model(name)
     if not isinstance(model, recbole_class) or getattr(type(model), method) is not getattr(recbole_class, method):
         return None
-    setattr(model, method, replacement)  # a plain function: an instance attribute is called without `self`
+    setattr(model, method, replacement_for(model))  # an instance attribute is called without `self`
     return method
 
 
@@ -83,9 +95,85 @@ def session_graph_and_mask(item_seq):
     return (*session_graph(item_seq), item_seq.gt(0))
 
 
-# RecBole's models (by class name): the method that loops over a batch on the host, and its replacement
+class LabelSmoothness:
+    """RecBole's `KGNNLS.label_smoothness_predict` for one model, its labels looked up in the model's
+    `interaction_table` as sorted int64 keys and float32 labels on the model's device (module docstring)."""
+
+    def __init__(self, model):
+        import numpy as np
+        import torch
+
+        table = model.interaction_table
+        keys = np.fromiter(table.keys(), dtype=np.int64, count=len(table))
+        labels = np.fromiter(table.values(), dtype=np.float32, count=len(table))
+        order = np.argsort(keys)  # the keys are distinct
+        self.model = model
+        self.keys = torch.from_numpy(keys[order]).to(model.device)
+        self.labels = torch.from_numpy(labels[order]).to(model.device)
+
+    def label(self, keys):
+        """RecBole's `lookup_interaction_table` for a tensor of keys: the table's label, 0.5 where it has none."""
+        import torch
+
+        if self.keys.numel() == 0:
+            return torch.full(keys.shape, 0.5, device=keys.device)
+        at = torch.searchsorted(self.keys, keys).clamp_(max=self.keys.numel() - 1)
+        return torch.where(self.keys[at] == keys, self.labels[at], 0.5)
+
+    def __call__(self, user_embeddings, user, entities, relations):
+        entity_labels, reset_masks = self.initial_labels(user, entities)
+        return self.propagated(user_embeddings, entity_labels, reset_masks, relations)
+
+    def initial_labels(self, user, entities):
+        """RecBole's labels and reset masks per hop, before propagation, with `label` for its lookup."""
+        import torch
+
+        entity_labels, reset_masks, holdout_item_for_user = [], [], None
+        for entities_per_iter in entities:
+            user_entity_concat = torch.unsqueeze(user, dim=1) * self.model.offset + entities_per_iter
+            if holdout_item_for_user is None:  # the first one in entities is the items to be held out
+                holdout_item_for_user = user_entity_concat
+            initial_label = self.label(user_entity_concat)
+            holdout_mask = (holdout_item_for_user - user_entity_concat).bool()  # False if the item is held out
+            reset_mask = torch.logical_and((initial_label - 0.5).bool(), holdout_mask)  # labelled, not held out
+            initial_label = holdout_mask.float() * initial_label + torch.logical_not(holdout_mask).float() * 0.5
+            reset_masks.append(reset_mask)
+            entity_labels.append(initial_label)
+        return entity_labels, reset_masks[:-1]  # no reset mask for the last iteration
+
+    def propagated(self, user_embeddings, entity_labels, reset_masks, relations):
+        """RecBole's label propagation, as it is."""
+        import torch
+
+        model = self.model
+        relation_vectors = [model.relation_embedding(i) for i in relations]
+        for i in range(model.n_iter):
+            entity_labels_next_iter = []
+            for hop in range(model.n_iter - i):
+                neighbor_labels = entity_labels[hop + 1].reshape(model.batch_size, -1, model.neighbor_sample_size)
+                neighbor_relations = relation_vectors[hop].reshape(
+                    model.batch_size, -1, model.neighbor_sample_size, model.embedding_size)
+                user_embeddings = user_embeddings.reshape(model.batch_size, 1, 1, model.embedding_size)
+                user_relation_scores = torch.mean(user_embeddings * neighbor_relations, dim=-1)
+                user_relation_scores_normalized = model.softmax(user_relation_scores)
+                neighbors_aggregated_label = torch.mean(user_relation_scores_normalized * neighbor_labels, dim=2)
+                output = (reset_masks[hop].float() * entity_labels[hop]
+                          + torch.logical_not(reset_masks[hop]).float() * neighbors_aggregated_label)
+                entity_labels_next_iter.append(output)
+            entity_labels = entity_labels_next_iter
+        return entity_labels[0].squeeze(-1)
+
+
+def _as_is(function):
+    """The replacement of a method that needs nothing of its model."""
+    return lambda model: function
+
+
+# RecBole's models (by class name): the method that loops over a batch on the host, and its
+# replacement for a model
 REPLACED = {
-    "SRGNN": ("_get_slice", session_graph_and_mask),
-    "GCSAN": ("_get_slice", session_graph),
-    "HRM": ("inverse_seq_item", inverse_sequences),
+    "SRGNN": ("_get_slice", _as_is(session_graph_and_mask)),
+    "GCSAN": ("_get_slice", _as_is(session_graph)),
+    "HRM": ("inverse_seq_item", _as_is(inverse_sequences)),
+    "KGNNLS": ("label_smoothness_predict", LabelSmoothness),
 }

@@ -8,8 +8,9 @@
 | weights: every forward fails                             |                                            |
 | KGIN and MCCLK import torch_scatter (a source package    | `provide_torch_scatter`: seams/torch_scatter.py |
 | on PyPI, compiled against the installed torch)           | registered as `torch_scatter` when missing |
-| SRGNN, GCSAN (session graphs) and HRM (sequences moved    | `ready_model`: seams/host_loops.py's equal |
-| after their padding) loop over each batch on the host     | tensors from array operations              |
+| SRGNN, GCSAN (session graphs), HRM (sequences moved after | `ready_model`: seams/host_loops.py's equal |
+| their padding) and KGNNLS (labels from a dict) loop over  | tensors from array operations              |
+| each batch on the host                                    |                                            |
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def repair_model(model):
 
 
 def ready_model(model):
-    """The model a run trains: `repair_model`'s, with RecBole's per-sequence host loops replaced by
+    """The model a run trains: `repair_model`'s, with RecBole's host loops over a batch replaced by
     array operations that give equal tensors where the batch is (seams/host_loops.py); returns it.
     Plain RecBole's runs in the tests get `repair_model` only."""
     import logging
