@@ -29,8 +29,14 @@ from recrunner.seams.host_loops import REPLACED  # noqa: E402
 
 
 def _timed(call) -> float:
+    """Seconds of `call`, on a GPU until its kernels are done (the array-built methods never wait for them)."""
+    import torch
+
+    wait = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    wait()
     start = time.perf_counter()
     call()
+    wait()
     return time.perf_counter() - start
 
 

@@ -1,7 +1,8 @@
 """The project's GPU check: docs/runs.md's promises on the device at hand, in minutes, as one table.
 
     bash bench/gpu_check.sh WHEELS_DIR           # a GPU machine with torch but not RecBole (../shared/GPU.md)
-    python bench/gpu_check.py [--tiny] [--out DIR] [--steps resume+tests,fast,profile,main,graphs,models,cells,seeds] [--data-path DIR] [--budget S]
+    python bench/gpu_check.py [--tiny] [--out DIR] [--steps resume+tests,fast,profile,main,graphs,models,loops,cells,seeds]
+                              [--data-path DIR] [--budget S]
 
 Steps, in order of importance, each time-boxed and written to OUT/steps/<step>.json as it ends (steps
 joined by "+" run at the same time: only steps that time nothing should share the machine):
@@ -27,6 +28,9 @@ joined by "+" run at the same time: only steps that time nothing should share th
   models  GRU4Rec, BPR and LightGCN at RecBole's sizes, 2 epochs exact, batches built on the GPU and
           on the host (GRU4Rec and BPR also with their step from CUDA graphs, BPR and LightGCN also
           with --fast: validation 256 users a batch): seconds per epoch, test metrics equal
+  loops   RecBole's loops over a batch on the host (SRGNN's and GCSAN's session graphs, HRM's inverted
+          sequences, KGNNLS's labels) against recrunner's array operations, at RecBole's sizes on ml-100k
+          (bench/bench_host_loops.py; tiny: HRM only): a batch's method, an exact epoch and a validation
   cells   4 seeds of the quick job at once on one GPU (--gpus 0,0,0,0 --workers 4) against one at a time:
           the commands' seconds, and the cells' from the first start to the last end (sweep.jsonl)
   seeds   the main job, 3 epochs, seeds 1-3, exact and --fast (one sweep): fast mode's test NDCG@10
@@ -576,6 +580,31 @@ def profile(check: Check) -> dict:
     return rows
 
 
+def loops(check: Check) -> dict:
+    """bench/bench_host_loops.py's table as rows: RecBole's method and the array-built one (tiny: HRM only)."""
+    cases = ["HRM:ml-100k"] if check.tiny else ["SRGNN:ml-100k", "GCSAN:ml-100k", "HRM:ml-100k", "KGNNLS:ml-100k"]
+    code, _ = check.python(["bench/bench_host_loops.py", "--cases", *cases, "--max-batches", "2" if check.tiny else "8",
+                            "--rounds", "1" if check.tiny else "2"], 420, log="loops")
+    if check.cut("loops"):
+        return {"loops": _stopped(check.cut("loops"))}
+    log = check.out / "logs" / "loops.log"
+    rows = loop_rows(log.read_text() if log.is_file() else "")
+    return rows if code == 0 and len(rows) == len(cases) else {**rows, "loops": "FAILED (see logs/)"}
+
+
+def loop_rows(text: str) -> dict:
+    """bench_host_loops.py's markdown rows as the check's rows (pure): per model, RecBole's seconds against
+    the array-built ones for a batch's method, an exact epoch and a validation."""
+    rows = {}
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 10 and re.fullmatch(r"[\d.]+ / [\d.]+", cells[4]):  # not the header
+            model, _, _, method, alone, alone_x, epoch, epoch_x, valid, valid_x = cells
+            rows[f"loops {model} {method}, RecBole / arrays"] = \
+                f"a batch's {alone} s ({alone_x}); exact epoch {epoch} s ({epoch_x}); validation {valid} s ({valid_x})"
+    return rows
+
+
 def _per_batch(found: dict) -> str:
     """One row of bench/profile_batches.py's figures (pure)."""
     text = f"{found['wall_ms']:.2f} ms wall"
@@ -589,7 +618,7 @@ def _per_batch(found: dict) -> str:
 
 
 STEPS = {"resume": resume, "tests": tests, "main": main_job, "graphs": graph_step, "fast": fast, "profile": profile, "models": models,
-         "cells": cells, "seeds": seeds}
+         "loops": loops, "cells": cells, "seeds": seeds}
 
 
 def _seconds(run: dict, key: str = "epoch_seconds") -> str:
@@ -641,7 +670,7 @@ def write_table(check: Check, table: dict, seconds: float, left: list[str]) -> s
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.environ.get("OUT", "gpu-check"), help="results folder (default: $OUT)")
-    parser.add_argument("--steps", default="resume+tests,fast,profile,main,graphs,models,cells,seeds",
+    parser.add_argument("--steps", default="resume+tests,fast,profile,main,graphs,models,loops,cells,seeds",
                         help="comma-separated groups of " + ", ".join(STEPS) + "; a group's steps joined by + run at once")
     parser.add_argument("--tiny", action="store_true", help="tiny sizes on ml-100k (always without a GPU)")
     parser.add_argument("--data-path", default=None, help="the folder holding ml-1m/ (default $RECRUNNER_DATA_PATH)")

@@ -14,7 +14,7 @@ from .conftest import REPO
 
 def test_the_gpu_check_runs_on_a_cpu_at_tiny_sizes_and_every_promise_holds(tmp_path):
     # `tests` is the suite's own business here; steps joined by + run at once, as `resume+tests` does on a GPU
-    steps = "resume+main,profile+fast+models,cells,seeds"
+    steps = "resume+main,profile+fast+models+loops,cells,seeds"
     done = subprocess.run([sys.executable, "bench/gpu_check.py", "--out", str(tmp_path), "--steps", steps],
                           cwd=REPO, capture_output=True, text=True, timeout=900)
 
@@ -36,6 +36,8 @@ def test_the_gpu_check_runs_on_a_cpu_at_tiny_sizes_and_every_promise_holds(tmp_p
     for key in ("plain RecBole", "exact", "BPR, batches built on the device"):  # training within the whole epoch
         whole, training = (table[f"{key}, s/epoch{what}"].split(", ") for what in ("", " training"))
         assert len(whole) == len(training) and all(0 < float(t) <= float(w) for t, w in zip(training, whole))
+    assert re.fullmatch(r"a batch's [\d.]+ / [\d.]+ s \(\d+x\); exact epoch [\d.]+ / [\d.]+ s \([\d.]+x\); "
+                        r"validation [\d.]+ / [\d.]+ s \([\d.]+x\)", table["loops HRM `inverse_seq_item`, RecBole / arrays"])
     assert (tmp_path / "gpu_check.md").read_text().startswith("# GPU check on CPU")
     assert re.fullmatch(r"[\d.]+ s one at a time, [\d.]+ s at once \([\d.]+x\)", table["4 cells, first start to last end"])
     assert re.fullmatch(r"exact (0\.\d{4}, ){2}0\.\d{4} \(seeds 1, 2, 3\); --fast (0\.\d{4}, ){2}0\.\d{4}: [0-3] of 3 within .*",
@@ -51,6 +53,16 @@ def _module(name):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def test_the_loops_rows_are_bench_host_loops_rows_without_its_header():
+    text = ("| model | dataset | batches (timed) | method | a batch's s: RecBole / arrays | speed-up "
+            "| exact epoch s: RecBole / arrays | speed-up | validation s: RecBole / arrays | speed-up |\n|---|---|\n"
+            "| SRGNN | ml-100k | 48 (6) | `_get_slice` | 0.765 / 0.0320 | 24x | 78.3 / 34.6 | 2.27x | 0.54 / 0.14 | 4.00x |\n"
+            "a warning\n")
+
+    assert _module("gpu_check").loop_rows(text) == {"loops SRGNN `_get_slice`, RecBole / arrays": (
+        "a batch's 0.765 / 0.0320 s (24x); exact epoch 78.3 / 34.6 s (2.27x); validation 0.54 / 0.14 s (4.00x)")}
 
 
 def test_a_run_the_budget_stopped_is_named_so_and_not_a_failure():
