@@ -1,12 +1,13 @@
 """RecBole's methods that loop over a batch on the host (SRGNN's and GCSAN's `_get_slice`, HRM's
-`inverse_seq_item`, KGNNLS's `label_smoothness_predict`) against their array-built replacements
-(recrunner/seams/host_loops.py), in one process.
+`inverse_seq_item`, KGNNLS's `label_smoothness_predict`, RippleNet's `forward` and `full_sort_predict`)
+against their array-built replacements (recrunner/seams/host_loops.py), in one process.
 
-    python bench/bench_host_loops.py [--cases SRGNN:ml-100k GCSAN:ml-100k HRM:ml-100k KGNNLS:ml-100k] [--max-batches 8]
+    python bench/bench_host_loops.py [--cases SRGNN:ml-100k GCSAN:ml-100k HRM:ml-100k KGNNLS:ml-100k RippleNet:ml-100k]
+                                     [--max-batches 8]
                                      [--rounds 2] [--data-path ../shared/datasets] [--threads N]
 
 Per case, the model built as a run builds it in exact mode (bench_fast.build) at RecBole's default sizes:
-    method     seconds of the method for one training batch, RecBole's and the array-built, over the
+    method     seconds of the (first) method for one training batch, RecBole's and the array-built, over the
                first `--max-batches` batches (the tensors are checked equal, else the bench fails)
     epoch      an exact training epoch's seconds with each, `--max-batches` batches timed and scaled to
                the whole epoch; the two alternate `--rounds` times, the median kept
@@ -54,6 +55,7 @@ ARGUMENTS = {  # what each replaced method is called with, from a training batch
     "_get_slice": lambda model, batch: (batch[model.ITEM_SEQ],),
     "inverse_seq_item": lambda model, batch: (batch[model.ITEM_SEQ], batch[model.ITEM_SEQ_LEN]),
     "label_smoothness_predict": _label_arguments,
+    "forward": lambda model, batch: (batch,),
 }
 
 
@@ -85,28 +87,29 @@ def case_figures(case: str, args, workdir: Path) -> dict:
     data_path = str(args.data_path) if dataset != "ml-100k" else None
     trainer, train, valid = build(False, model_name, dataset, data_path, workdir, "auto", True, "auto")
     model = trainer.model
-    method = REPLACED[model_name][0]
-    ours = model.__dict__[method]  # installed by ready_model, as in a run
-    alone = method_alone(model, method, train, args.max_batches)
+    methods = REPLACED[model_name][0]
+    ours = {method: model.__dict__[method] for method in methods}  # installed by ready_model, as in a run
+    alone = method_alone(model, methods[0], train, args.max_batches)
     loader = _FirstBatches(train, args.max_batches)
     scale = len(train) / min(args.max_batches, len(train))
     times = {"recbole": ([], []), "arrays": ([], [])}
     for epoch in range(args.rounds):
         for way in times:
-            if way == "recbole":
-                delattr(model, method)
-            else:
-                setattr(model, method, ours)
+            for method, replacement in ours.items():
+                if way == "recbole":
+                    delattr(model, method)
+                else:
+                    setattr(model, method, replacement)
             trainer.epoch = epoch
             times[way][0].append(_timed(lambda: trainer._train_epoch(loader, epoch)) * scale)
             times[way][1].append(_timed(lambda: trainer._valid_epoch(valid)))
     median = {way: (statistics.median(t), statistics.median(e)) for way, (t, e) in times.items()}
-    return {"batches": len(train), "method": method, "alone": alone, **median}
+    return {"batches": len(train), "method": ", ".join(f"`{m}`" for m in methods), "alone": alone, **median}
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", nargs="+", default=["SRGNN:ml-100k", "GCSAN:ml-100k", "HRM:ml-100k", "KGNNLS:ml-100k"], metavar="MODEL:DATASET")
+    parser.add_argument("--cases", nargs="+", default=["SRGNN:ml-100k", "GCSAN:ml-100k", "HRM:ml-100k", "KGNNLS:ml-100k", "RippleNet:ml-100k"], metavar="MODEL:DATASET")
     parser.add_argument("--max-batches", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--data-path", type=lambda path: Path(path).resolve(), default=REPO.parent / "shared" / "datasets")
@@ -124,9 +127,9 @@ def main(argv=None) -> int:
             f = case_figures(case, args, Path(tmp))
         (g_r, g_a), (e_r, v_r), (e_a, v_a) = f["alone"], f["recbole"], f["arrays"]
         model, dataset = case.split(":")
-        print(f"| {model} | {dataset} | {f['batches']} ({min(args.max_batches, f['batches'])}) | `{f['method']}` "
+        print(f"| {model} | {dataset} | {f['batches']} ({min(args.max_batches, f['batches'])}) | {f['method']} "
               f"| {g_r:.3f} / {g_a:.4f} "
-              f"| {g_r / g_a:.0f}x | {e_r:.1f} / {e_a:.1f} | {e_r / e_a:.2f}x | {v_r:.2f} / {v_a:.2f} | {v_r / v_a:.2f}x |",
+              f"| {g_r / g_a:.{0 if g_r / g_a >= 10 else 2}f}x | {e_r:.1f} / {e_a:.1f} | {e_r / e_a:.2f}x | {v_r:.2f} / {v_a:.2f} | {v_r / v_a:.2f}x |",
               flush=True)
     return 0
 

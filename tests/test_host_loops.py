@@ -1,20 +1,22 @@
 """RecBole's loops over a batch on the host replaced by array operations (recrunner/seams/host_loops.py):
-SRGNN's and GCSAN's session graphs, HRM's inverted sequences and KGNNLS's smoothed labels, the same
-tensors as RecBole's bit for bit, and what a run uses.
+SRGNN's and GCSAN's session graphs, HRM's inverted sequences, KGNNLS's smoothed labels and RippleNet's
+scores, the same tensors as RecBole's bit for bit, and what a run uses.
 
-A run's numbers against plain RecBole's for the four models: tests/test_model_equivalence.py.
+A run's numbers against plain RecBole's for the five models: tests/test_model_equivalence.py.
 """
 
+import re
 import types
 
 import pytest
 import torch
-from recbole.model.knowledge_aware_recommender import KGNNLS
+from recbole.model.knowledge_aware_recommender import KGNNLS, RippleNet
 from recbole.model.sequential_recommender import GCSAN, HRM, SASRec, SRGNN
 from recbole.utils import get_model
 
 from recrunner import Experiment, run_experiment
-from recrunner.seams.host_loops import LabelSmoothness, inverse_sequences, session_graph, without_host_loops
+from recrunner.seams.host_loops import (LabelSmoothness, RippleSets, inverse_sequences, session_graph,
+                                        without_host_loops)
 
 from .tiny_models import model_keys, tiny_params
 
@@ -103,13 +105,55 @@ def test_kgnnls_labels_equal_recboles_bit_for_bit(n_iter):
     assert len(model.interaction_table) > len(table)  # RecBole's lookups add the keys they miss: 0.5 each
 
 
-def test_srgnn_gcsan_hrm_and_kgnnls_get_the_array_built_methods_and_other_models_do_not():
+def _ripplenet(seed: int):
+    """A bare RippleNet with what its forward and full_sort_predict read: 10 users' ripple sets over 2
+    hops (user 9's second hop a copy of its first, as RecBole's builder makes for an empty hop)."""
+    generator = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    model = _bare(RippleNet)
+    model.USER_ID, model.ITEM_ID, model.device = "user_id", "item_id", torch.device("cpu")
+    model.n_users, model.n_items, model.n_hop, model.n_memory, model.embedding_size = 10, 12, 2, 4, 8
+    model.entity_embedding, model.relation_embedding = torch.nn.Embedding(30, 8), torch.nn.Embedding(5, 64)
+    model.transform_matrix, model.softmax = torch.nn.Linear(8, 8, bias=False), torch.nn.Softmax(dim=1)
+    model.ripple_set = {user: [tuple(torch.randint(0, 5 if k == 1 else 30, (4,), generator=generator) for k in range(3))
+                               for _ in range(2)] for user in range(10)}
+    model.ripple_set[9][1] = model.ripple_set[9][0]
+    return model, {"user_id": torch.tensor([3, 9, 3, 0, 7]), "item_id": torch.tensor([1, 11, 4, 0, 2])}
+
+
+def test_ripplenets_scores_and_gradients_equal_recboles_bit_for_bit():
+    model, batch = _ripplenet(0)
+    ours = RippleSets(model)
+    outputs = {}
+    for way, forward, full_sort in (("recbole", lambda b: RippleNet.forward(model, b), lambda b: RippleNet.full_sort_predict(model, b)),
+                                    ("arrays", ours.forward, ours.full_sort_predict)):
+        model.zero_grad()
+        scores = forward(batch)
+        (scores.sum() + sum(e.sum() for e in model.h_emb_list + model.r_emb_list + model.t_emb_list)).backward()
+        outputs[way] = (scores, full_sort(batch), [p.grad.clone() for p in model.parameters()])
+
+    (scores, full, grads), (our_scores, our_full, our_grads) = outputs["recbole"], outputs["arrays"]
+    assert torch.equal(scores, our_scores) and full.shape == (5 * 12,) and torch.equal(full, our_full)
+    assert len(grads) == 3 and all(torch.equal(a, b) for a, b in zip(grads, our_grads))
+
+
+def test_ripplenets_sets_follow_the_ones_a_checkpoint_loads():
+    model, batch = _ripplenet(1)
+    ours = RippleSets(model)
+    ours.forward(batch)
+
+    model.ripple_set = _ripplenet(2)[0].ripple_set  # RecBole's load_other_parameter replaces the dict
+
+    assert torch.equal(ours.forward(batch), RippleNet.forward(model, batch))
+
+
+def test_the_five_models_get_the_array_built_methods_and_other_models_do_not():
     sequences = CASES["many repeats and self-loops"]
     srgnn, gcsan, hrm = _bare(SRGNN), _bare(GCSAN), _bare(HRM)
 
-    assert (without_host_loops(srgnn), without_host_loops(gcsan)) == ("_get_slice", "_get_slice")
-    assert without_host_loops(hrm) == "inverse_seq_item" and "inverse_seq_item" in vars(hrm)
-    assert without_host_loops(_bare(SASRec)) is None
+    assert (without_host_loops(srgnn), without_host_loops(gcsan)) == (("_get_slice",), ("_get_slice",))
+    assert without_host_loops(hrm) == ("inverse_seq_item",) and "inverse_seq_item" in vars(hrm)
+    assert without_host_loops(_bare(SASRec)) == ()
 
     expected = SRGNN._get_slice(_HOST, sequences)  # SRGNN's also returns the mask of items
     got = srgnn._get_slice(sequences)
@@ -117,8 +161,12 @@ def test_srgnn_gcsan_hrm_and_kgnnls_get_the_array_built_methods_and_other_models
     assert all(torch.equal(a, b) for a, b in zip(GCSAN._get_slice(_HOST, sequences), gcsan._get_slice(sequences)))
     assert "_get_slice" not in srgnn.state_dict() and type(srgnn)._get_slice is SRGNN._get_slice
     kgnnls = _kgnnls(1, batch=4)[0]
-    assert without_host_loops(kgnnls) == "label_smoothness_predict"
+    assert without_host_loops(kgnnls) == ("label_smoothness_predict",)
     assert isinstance(vars(kgnnls)["label_smoothness_predict"], LabelSmoothness)
+    ripplenet = _ripplenet(0)[0]
+    assert without_host_loops(ripplenet) == ("forward", "full_sort_predict")
+    for method in ("forward", "full_sort_predict"):  # fast mode names and remembers a compiled method by its model
+        assert vars(ripplenet)[method].__self__ is ripplenet and vars(ripplenet)[method].__name__ == method
 
 
 def test_a_subclass_with_its_own_graphs_keeps_them():
@@ -128,12 +176,12 @@ def test_a_subclass_with_its_own_graphs_keeps_them():
 
     model = _bare(MySRGNN)
 
-    assert without_host_loops(model) is None
+    assert without_host_loops(model) == ()
     assert model._get_slice(None) == "mine"
 
 
 @pytest.mark.parametrize("model, method", [("SRGNN", "_get_slice"), ("HRM", "inverse_seq_item"),
-                                           ("KGNNLS", "label_smoothness_predict")])
+                                           ("KGNNLS", "label_smoothness_predict"), ("RippleNet", "forward")])
 def test_a_run_never_calls_recboles_loop(model, method, workspace, monkeypatch):
     def recboles_loop(self, *args):
         raise AssertionError(f"RecBole's {method} was called")
@@ -144,7 +192,7 @@ def test_a_run_never_calls_recboles_loop(model, method, workspace, monkeypatch):
     result = run_experiment(Experiment(model, "ml-100k", params), workspace, console=False)
 
     assert result.status == "ok", result.error
-    assert f"{model}.{method} runs as array operations" in (result.run_dir / "run.log").read_text()
+    assert re.search(rf"{model}\.{method}\b.* as array operations", (result.run_dir / "run.log").read_text())
 
 
 def test_built_on_the_sequences_device_without_a_trip_to_the_host():

@@ -12,6 +12,9 @@ batch is that give equal tensors, bit for bit.
 | element (`Tensor.map_`), 20k a batch at RecBole's sizes;  | (`torch.searchsorted`); RecBole's label     |
 | each lookup of a missing key also adds it (`setdefault`): | propagation after it unchanged              |
 | the dict grows by about 16k entries a batch on ml-100k    |                                             |
+| `RippleNet.forward`, `RippleNet.full_sort_predict`: each  | `RippleSets`: the ripple sets as one tensor |
+| user's ripple set (a tensor per hop and kind) appended to | on the model's device, a batch's rows       |
+| lists in a Python loop over the batch, then concatenated  | gathered; RecBole's reasoning unchanged     |
 
 Each copies the batch to the host (on a GPU, a wait for the device every batch) and the result
 back; the replacements run on the batch's device. Each is installed as an instance attribute
@@ -33,31 +36,42 @@ looks up pass through float64 and `int()`, exact below 2**53; here they stay int
 `setdefault` carries 0.5, the label of a missing key, so what the growing dict answers never
 changes, and the table built once from it answers the same. The labels are 0.0, 0.5 or 1.0 in
 float32, as RecBole's float64 rounds to.
+
+RippleNet's ripple sets: the rows a batch gathers are the ids RecBole's loop concatenates, in its
+order, and the embeddings are looked up in RecBole's order (the item's, then per hop heads,
+relations, tails), so autograd accumulates the embeddings' gradients in the same order: scores and
+gradients are equal bit for bit. RecBole saves `ripple_set` with the weights and loads it back, so
+the table is rebuilt whenever the model's dict is another one.
 """
 
 from __future__ import annotations
 
+import types
 
-def without_host_loops(model) -> str | None:
-    """Give `model` the array-built version of its RecBole method that loops on the host (REPLACED);
-    the method's name, or None where the model has none or defines its own."""
+import numpy as np
+import torch
+
+
+def without_host_loops(model) -> tuple[str, ...]:
+    """Give `model` the array-built versions of its RecBole methods that loop on the host (REPLACED);
+    their names, none where the model has no such method or defines one of them itself."""
     from recbole.utils import get_model
 
     name = type(model).__name__
     if name not in REPLACED:
-        return None
-    method, replacement_for = REPLACED[name]
+        return ()
+    methods, replacements_for = REPLACED[name]
     recbole_class = get_model(name)
-    if not isinstance(model, recbole_class) or getattr(type(model), method) is not getattr(recbole_class, method):
-        return None
-    setattr(model, method, replacement_for(model))  # an instance attribute is called without `self`
-    return method
+    if not isinstance(model, recbole_class) or any(
+            getattr(type(model), method) is not getattr(recbole_class, method) for method in methods):
+        return ()
+    for method, replacement in zip(methods, replacements_for(model), strict=True):
+        setattr(model, method, replacement)  # an instance attribute is called without `self`
+    return methods
 
 
 def session_graph(item_seq):
     """(alias_inputs, A, items) of RecBole's `_get_slice` for a batch of sequences (module docstring)."""
-    import torch
-
     batch, length = item_seq.shape
     values, order = item_seq.sort(dim=1)
     first = torch.ones_like(values, dtype=torch.bool)
@@ -84,8 +98,6 @@ def session_graph(item_seq):
 def inverse_sequences(seq_item, seq_item_len):
     """RecBole's `HRM.inverse_seq_item`: each row's first `seq_item_len` entries moved after the rest,
     [1, 2, 3, 0, 0] -> [0, 0, 1, 2, 3]. Output position j holds input position (j + length) mod L."""
-    import torch
-
     positions = torch.arange(seq_item.size(1), device=seq_item.device)
     return seq_item.gather(1, (positions.unsqueeze(0) + seq_item_len.unsqueeze(1)) % seq_item.size(1))
 
@@ -100,9 +112,6 @@ class LabelSmoothness:
     `interaction_table` as sorted int64 keys and float32 labels on the model's device (module docstring)."""
 
     def __init__(self, model):
-        import numpy as np
-        import torch
-
         table = model.interaction_table
         keys = np.fromiter(table.keys(), dtype=np.int64, count=len(table))
         labels = np.fromiter(table.values(), dtype=np.float32, count=len(table))
@@ -113,8 +122,6 @@ class LabelSmoothness:
 
     def label(self, keys):
         """RecBole's `lookup_interaction_table` for a tensor of keys: the table's label, 0.5 where it has none."""
-        import torch
-
         if self.keys.numel() == 0:
             return torch.full(keys.shape, 0.5, device=keys.device)
         at = torch.searchsorted(self.keys, keys).clamp_(max=self.keys.numel() - 1)
@@ -126,8 +133,6 @@ class LabelSmoothness:
 
     def initial_labels(self, user, entities):
         """RecBole's labels and reset masks per hop, before propagation, with `label` for its lookup."""
-        import torch
-
         entity_labels, reset_masks, holdout_item_for_user = [], [], None
         for entities_per_iter in entities:
             user_entity_concat = torch.unsqueeze(user, dim=1) * self.model.offset + entities_per_iter
@@ -143,8 +148,6 @@ class LabelSmoothness:
 
     def propagated(self, user_embeddings, entity_labels, reset_masks, relations):
         """RecBole's label propagation, as it is."""
-        import torch
-
         model = self.model
         relation_vectors = [model.relation_embedding(i) for i in relations]
         for i in range(model.n_iter):
@@ -164,16 +167,90 @@ class LabelSmoothness:
         return entity_labels[0].squeeze(-1)
 
 
+class RippleSets:
+    """RippleNet's `forward` and `full_sort_predict` with each user's ripple set gathered from one
+    [n_users, n_hop, 3, n_memory] tensor on the model's device, rebuilt whenever the model's
+    `ripple_set` is replaced (RecBole saves it with the weights and loads it back); the rest is
+    RecBole's, in its order (module docstring)."""
+
+    def __init__(self, model):
+        self.model, self.source, self.table = model, None, None
+        self.rebuild()
+
+    def memories(self, users):
+        """[batch, n_hop, 3, n_memory]: each user's heads, relations and tails per hop, as RecBole's
+        loop concatenates them; a user without a ripple set (RecBole's loop fails on one) gets zeros."""
+        return self.current()[users]
+
+    @torch.compiler.disable  # compiled, a break in the graph, not a guard on the dict (a recompile per new dict)
+    def current(self):
+        """The table of the model's `ripple_set` as it is now (a checkpoint's sets are loaded as a new dict)."""
+        if self.source is not self.model.ripple_set:
+            self.rebuild()
+        return self.table
+
+    def rebuild(self) -> None:
+        model = self.model
+        table = torch.zeros(model.n_users, model.n_hop, 3, model.n_memory, dtype=torch.int64)
+        for user, hops in model.ripple_set.items():
+            table[user] = torch.stack([torch.stack([memory.cpu() for memory in hop]) for hop in hops])
+        self.source, self.table = model.ripple_set, table.to(model.device)
+
+    def embedded(self, users) -> None:
+        """RecBole's per-hop embedding lists of the batch's ripple sets, in its order."""
+        model, memories = self.model, self.memories(users)
+        model.h_emb_list, model.r_emb_list, model.t_emb_list = [], [], []
+        for hop in range(model.n_hop):
+            model.h_emb_list.append(model.entity_embedding(memories[:, hop, 0].reshape(-1)))
+            model.r_emb_list.append(model.relation_embedding(memories[:, hop, 1].reshape(-1)))
+            model.t_emb_list.append(model.entity_embedding(memories[:, hop, 2].reshape(-1)))
+
+    def forward(self, interaction):
+        model = self.model
+        model.item_embeddings = model.entity_embedding(interaction[model.ITEM_ID])
+        self.embedded(interaction[model.USER_ID])
+        o_list = model._key_addressing()
+        y = o_list[-1]
+        for i in range(model.n_hop - 1):
+            y = y + o_list[i]
+        return torch.sum(model.item_embeddings * y, dim=1)
+
+    def full_sort_predict(self, interaction):
+        model = self.model
+        model.item_embeddings = model.entity_embedding.weight[: model.n_items]
+        self.embedded(interaction[model.USER_ID])
+        o_list = model._key_addressing_full()
+        y = o_list[-1]
+        for i in range(model.n_hop - 1):
+            y = y + o_list[i]
+        return torch.sum(model.item_embeddings * y, dim=-1).view(-1)
+
+    @classmethod
+    def methods(cls, model) -> tuple:
+        """`forward` and `full_sort_predict` bound to the model, as fast mode's compiler expects of a
+        model's methods (it names and remembers them by `__self__`), over one table."""
+        ripple = cls(model)
+
+        def forward(model, interaction):
+            return ripple.forward(interaction)
+
+        def full_sort_predict(model, interaction):
+            return ripple.full_sort_predict(interaction)
+
+        return types.MethodType(forward, model), types.MethodType(full_sort_predict, model)
+
+
 def _as_is(function):
     """The replacement of a method that needs nothing of its model."""
-    return lambda model: function
+    return lambda model: (function,)
 
 
-# RecBole's models (by class name): the method that loops over a batch on the host, and its
-# replacement for a model
+# RecBole's models (by class name): the methods that loop over a batch on the host, and what gives
+# their replacements for a model
 REPLACED = {
-    "SRGNN": ("_get_slice", _as_is(session_graph_and_mask)),
-    "GCSAN": ("_get_slice", _as_is(session_graph)),
-    "HRM": ("inverse_seq_item", _as_is(inverse_sequences)),
-    "KGNNLS": ("label_smoothness_predict", LabelSmoothness),
+    "SRGNN": (("_get_slice",), _as_is(session_graph_and_mask)),
+    "GCSAN": (("_get_slice",), _as_is(session_graph)),
+    "HRM": (("inverse_seq_item",), _as_is(inverse_sequences)),
+    "KGNNLS": (("label_smoothness_predict",), lambda model: (LabelSmoothness(model),)),
+    "RippleNet": (("forward", "full_sort_predict"), RippleSets.methods),
 }

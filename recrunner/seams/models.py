@@ -9,8 +9,8 @@
 | KGIN and MCCLK import torch_scatter (a source package    | `provide_torch_scatter`: seams/torch_scatter.py |
 | on PyPI, compiled against the installed torch)           | registered as `torch_scatter` when missing |
 | SRGNN, GCSAN (session graphs), HRM (sequences moved after | `ready_model`: seams/host_loops.py's equal |
-| their padding) and KGNNLS (labels from a dict) loop over  | tensors from array operations              |
-| each batch on the host                                    |                                            |
+| their padding), KGNNLS (labels from a dict) and RippleNet | tensors from array operations              |
+| (ripple sets) loop over each batch on the host            |                                            |
 """
 
 from __future__ import annotations
@@ -52,10 +52,11 @@ def ready_model(model):
 
     from .host_loops import without_host_loops
 
-    method = without_host_loops(repair_model(model))
-    if method:
+    methods = without_host_loops(repair_model(model))
+    if methods:
         logging.getLogger("recrunner").info(
-            f"{type(model).__name__}.{method} runs as array operations where the batch is, equal to RecBole's "
+            f"{' and '.join(f'{type(model).__name__}.{method}' for method in methods)} "
+            f"run{'s' if len(methods) == 1 else ''} as array operations where the batch is, equal to RecBole's "
             f"loop over the batch on the host", extra={"file_only": True})
     return model
 
