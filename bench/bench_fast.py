@@ -63,6 +63,8 @@ class _FirstBatches:
         return min(self.n, len(self.loader))
 
     def __getattr__(self, name):  # the rest of the loader's interface (a knowledge loader's set_mode)
+        if name == "loader":  # not set yet (a copy being made): no recursion
+            raise AttributeError(name)
         return getattr(self.loader, name)
 
 
