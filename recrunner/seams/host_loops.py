@@ -177,28 +177,25 @@ class RippleSets:
         self.model, self.source, self.table = model, None, None
         self.rebuild()
 
-    def memories(self, users):
-        """[batch, n_hop, 3, n_memory]: each user's heads, relations and tails per hop, as RecBole's
-        loop concatenates them; a user without a ripple set (RecBole's loop fails on one) gets zeros."""
-        return self.current()[users]
-
     @torch.compiler.disable  # compiled, a break in the graph, not a guard on the dict (a recompile per new dict)
     def current(self):
-        """The table of the model's `ripple_set` as it is now (a checkpoint's sets are loaded as a new dict)."""
+        """[n_users, n_hop, 3, n_memory]: each user's heads, relations and tails per hop, as RecBole's
+        loop concatenates them, from the model's `ripple_set` as it is now (a checkpoint's sets are
+        loaded as a new dict); a user without a ripple set (RecBole's loop fails on one) gets zeros."""
         if self.source is not self.model.ripple_set:
             self.rebuild()
         return self.table
 
     def rebuild(self) -> None:
         model = self.model
-        table = torch.zeros(model.n_users, model.n_hop, 3, model.n_memory, dtype=torch.int64)
-        for user, hops in model.ripple_set.items():
-            table[user] = torch.stack([torch.stack([memory.cpu() for memory in hop]) for hop in hops])
-        self.source, self.table = model.ripple_set, table.to(model.device)
+        self.table = torch.zeros(model.n_users, model.n_hop, 3, model.n_memory, dtype=torch.int64, device=model.device)
+        for user, hops in model.ripple_set.items():  # the sets are on the device already: no copies to the host
+            self.table[user] = torch.stack([torch.stack(list(hop)) for hop in hops])
+        self.source = model.ripple_set
 
     def embedded(self, users) -> None:
         """RecBole's per-hop embedding lists of the batch's ripple sets, in its order."""
-        model, memories = self.model, self.memories(users)
+        model, memories = self.model, self.current()[users]
         model.h_emb_list, model.r_emb_list, model.t_emb_list = [], [], []
         for hop in range(model.n_hop):
             model.h_emb_list.append(model.entity_embedding(memories[:, hop, 0].reshape(-1)))
