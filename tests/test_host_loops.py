@@ -147,6 +147,22 @@ def test_ripplenets_sets_follow_the_ones_a_checkpoint_loads():
     assert torch.equal(ours.forward(batch), RippleNet.forward(model, batch))
 
 
+def test_ripplenets_sets_are_gathered_on_the_models_device_without_a_trip_to_the_host():
+    """`meta` stands for a GPU: RecBole's forward copies the batch's users to the host (`.cpu().numpy()`),
+    which a meta tensor refuses."""
+    model, batch = _ripplenet(3)
+    model.to("meta")
+    model.device = torch.device("meta")
+    model.ripple_set = {user: [[memory.to("meta") for memory in hop] for hop in hops]
+                        for user, hops in model.ripple_set.items()}  # as a checkpoint's sets come back
+    batch = {name: ids.to("meta") for name, ids in batch.items()}
+
+    assert RippleSets(model).forward(batch).device.type == "meta"
+    assert RippleSets(model).full_sort_predict(batch).shape == (5 * 12,)
+    with pytest.raises(Exception):
+        RippleNet.forward(model, batch)
+
+
 def test_the_five_models_get_the_array_built_methods_and_other_models_do_not():
     sequences = CASES["many repeats and self-loops"]
     srgnn, gcsan, hrm = _bare(SRGNN), _bare(GCSAN), _bare(HRM)
