@@ -1,14 +1,16 @@
 """RecBole's methods that loop over a batch on the host (SRGNN's and GCSAN's `_get_slice`, HRM's
-`inverse_seq_item`, KGNNLS's `label_smoothness_predict`, RippleNet's `forward` and `full_sort_predict`)
-against their array-built replacements (recrunner/seams/host_loops.py), in one process.
+`inverse_seq_item`, KGNNLS's `label_smoothness_predict`, RippleNet's `forward` and `full_sort_predict`,
+FEARec's `calculate_loss`) against their replacements (recrunner/seams/host_loops.py), in one process.
 
-    python bench/bench_host_loops.py [--cases SRGNN:ml-100k GCSAN:ml-100k HRM:ml-100k KGNNLS:ml-100k RippleNet:ml-100k]
+    python bench/bench_host_loops.py [--cases SRGNN:ml-100k GCSAN:ml-100k HRM:ml-100k KGNNLS:ml-100k RippleNet:ml-100k
+                                              FEARec:ml-100k]
                                      [--max-batches 8]
                                      [--rounds 2] [--data-path ../shared/datasets] [--threads N]
 
 Per case, the model built as a run builds it in exact mode (bench_fast.build) at RecBole's default sizes:
     method     seconds of the (first) method for one training batch, RecBole's and the array-built, over the
-               first `--max-batches` batches (the tensors are checked equal, else the bench fails)
+               first `--max-batches` batches (the tensors are checked equal, from the same generators' states,
+               else the bench fails; FEARec's: its whole loss, forward passes included)
     epoch      an exact training epoch's seconds with each, `--max-batches` batches timed and scaled to
                the whole epoch; the two alternate `--rounds` times, the median kept
     eval       a full validation's seconds with each (median)
@@ -56,7 +58,19 @@ ARGUMENTS = {  # what each replaced method is called with, from a training batch
     "inverse_seq_item": lambda model, batch: (batch[model.ITEM_SEQ], batch[model.ITEM_SEQ_LEN]),
     "label_smoothness_predict": _label_arguments,
     "forward": lambda model, batch: (batch,),
+    "calculate_loss": lambda model, batch: (batch,),
 }
+
+
+def _seeded(call):
+    """`call()` from the same states of Python's and torch's generators (FEARec's draws, dropout)."""
+    import random
+
+    import torch
+
+    random.seed(0)
+    torch.manual_seed(0)
+    return call()
 
 
 def _tensors(result) -> tuple:
@@ -77,7 +91,8 @@ def method_alone(model, method: str, loader, max_batches: int) -> tuple[float, f
         args = ARGUMENTS[method](model, batch)
         theirs_s.append(_timed(lambda: recboles(model, *args)))
         ours_s.append(_timed(lambda: ours(*args)))
-        for expected, got in zip(_tensors(recboles(model, *args)), _tensors(ours(*args)), strict=True):
+        for expected, got in zip(_tensors(_seeded(lambda: recboles(model, *args))), _tensors(_seeded(lambda: ours(*args))),
+                                 strict=True):
             assert torch.equal(expected, got), f"the array-built {method} differs from RecBole's"
     return statistics.median(theirs_s), statistics.median(ours_s)
 
@@ -109,7 +124,8 @@ def case_figures(case: str, args, workdir: Path) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", nargs="+", default=["SRGNN:ml-100k", "GCSAN:ml-100k", "HRM:ml-100k", "KGNNLS:ml-100k", "RippleNet:ml-100k"], metavar="MODEL:DATASET")
+    parser.add_argument("--cases", nargs="+", default=["SRGNN:ml-100k", "GCSAN:ml-100k", "HRM:ml-100k", "KGNNLS:ml-100k", "RippleNet:ml-100k",
+                                                  "FEARec:ml-100k"], metavar="MODEL:DATASET")
     parser.add_argument("--max-batches", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--data-path", type=lambda path: Path(path).resolve(), default=REPO.parent / "shared" / "datasets")

@@ -29,7 +29,8 @@ joined by "+" run at the same time: only steps that time nothing should share th
           on the host (GRU4Rec and BPR also with their step from CUDA graphs, BPR and LightGCN also
           with --fast: validation 256 users a batch): seconds per epoch, test metrics equal
   loops   RecBole's loops over a batch on the host (SRGNN's and GCSAN's session graphs, HRM's inverted
-          sequences, KGNNLS's labels, RippleNet's ripple sets) against recrunner's array operations, at RecBole's sizes on ml-100k
+          sequences, KGNNLS's labels, RippleNet's ripple sets, FEARec's same-target sequences) against recrunner's
+          replacements, at RecBole's sizes on ml-100k
           (bench/bench_host_loops.py; tiny: HRM only): a batch's method, an exact epoch and a validation
   cells   4 seeds of the quick job at once on one GPU (--gpus 0,0,0,0 --workers 4) against one at a time:
           the commands' seconds, and the cells' from the first start to the last end (sweep.jsonl)
@@ -583,7 +584,7 @@ def profile(check: Check) -> dict:
 def loops(check: Check) -> dict:
     """bench/bench_host_loops.py's table as rows: RecBole's method and the array-built one (tiny: HRM only)."""
     cases = ["HRM:ml-100k"] if check.tiny else ["SRGNN:ml-100k", "GCSAN:ml-100k", "HRM:ml-100k", "KGNNLS:ml-100k",
-                                                 "RippleNet:ml-100k"]
+                                                 "RippleNet:ml-100k", "FEARec:ml-100k"]
     code, _ = check.python(["bench/bench_host_loops.py", "--cases", *cases, "--max-batches", "2" if check.tiny else "8",
                             "--rounds", "1" if check.tiny else "2"], 420, log="loops")
     if check.cut("loops"):

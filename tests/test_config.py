@@ -93,3 +93,27 @@ def test_an_interval_given_as_a_yaml_list_is_recboles_interval_string():
 
     assert coerce_value("user_inter_num_interval", [10, 60], None) == "[10,60]"
     assert coerce_value("user_inter_num_interval", "[10,inf)", None) == "[10,inf)"
+
+
+def test_keys_a_model_reads_without_a_default_in_recboles_yaml_are_known_for_that_model_only():
+    """FEARec's contrastive losses are off unless `contrast` is set, and no RecBole YAML defines it."""
+    from recrunner.config.params import undeclared_keys
+
+    assert undeclared_keys("FEARec", context_aware=False) == {"contrast": None, "tau": None, "sim": None}
+    assert undeclared_keys("DeepFM", context_aware=True) == {"double_tower": None}
+    assert undeclared_keys("SASRec", context_aware=False) == {}
+    from recrunner.config.checks import recbole_keys
+
+    assert {"contrast", "tau", "sim", "has_residual", "double_tower"} <= recbole_keys()  # a grid file may name them
+
+
+def test_fearecs_contrastive_losses_can_be_switched_on(workspace):
+    from recrunner import Experiment, prepare
+
+    config = prepare(Experiment("FEARec", "ml-100k", {"contrast": "us_x", "tau": 1, "sim": "dot"}), workspace).config
+
+    assert (config["contrast"], config["tau"], config["sim"]) == ("us_x", 1, "dot")
+    with pytest.raises(ConfigError, match="unknown config key 'contrast'"):
+        prepare(Experiment("SASRec", "ml-100k", {"contrast": "us_x"}), workspace)
+    with pytest.raises(ConfigError, match="unknown config key 'use_filter'"):  # RecBole's use fails: no weight
+        prepare(Experiment("FEARec", "ml-100k", {"use_filter": True}), workspace)

@@ -17,6 +17,7 @@ from recbole.utils import get_model
 from recrunner import Experiment, run_experiment
 from recrunner.seams.host_loops import (LabelSmoothness, RippleSets, inverse_sequences, session_graph,
                                         without_host_loops)
+from recrunner.seams.same_target import SameTargetSequences, same_target_rows
 
 from .tiny_models import model_keys, tiny_params
 
@@ -197,7 +198,8 @@ def test_a_subclass_with_its_own_graphs_keeps_them():
 
 
 @pytest.mark.parametrize("model, method", [("SRGNN", "_get_slice"), ("HRM", "inverse_seq_item"),
-                                           ("KGNNLS", "label_smoothness_predict"), ("RippleNet", "forward")])
+                                           ("KGNNLS", "label_smoothness_predict"), ("RippleNet", "forward"),
+                                           ("FEARec", "calculate_loss")])
 def test_a_run_never_calls_recboles_loop(model, method, workspace, monkeypatch):
     def recboles_loop(self, *args):
         raise AssertionError(f"RecBole's {method} was called")
@@ -208,7 +210,7 @@ def test_a_run_never_calls_recboles_loop(model, method, workspace, monkeypatch):
     result = run_experiment(Experiment(model, "ml-100k", params), workspace, console=False)
 
     assert result.status == "ok", result.error
-    assert re.search(rf"{model}\.{method}\b.* as array operations", (result.run_dir / "run.log").read_text())
+    assert re.search(rf"{model}\.{method}\b.* without RecBole's loop over the batch", (result.run_dir / "run.log").read_text())
 
 
 def test_built_on_the_sequences_device_without_a_trip_to_the_host():
@@ -225,3 +227,76 @@ def test_built_on_the_sequences_device_without_a_trip_to_the_host():
     assert LabelSmoothness(model)(on_meta[0], on_meta[1], on_meta[2:4], on_meta[4:]).device.type == "meta"
     with pytest.raises(Exception):  # the loop this replaces
         GCSAN._get_slice(types.SimpleNamespace(device=torch.device("meta")), sequences)
+
+
+def _recboles_draws(targets, histories, same_item_index, training_histories):
+    """The rows RecBole's `FEARec.calculate_loss` loop picks, transcribed from its source with its tensors."""
+    import random
+
+    chosen = []
+    for i, item_id in enumerate(torch.tensor(targets)):
+        remaining_indices = same_item_index[item_id.item()].copy()
+        while len(remaining_indices) > 0:
+            sample_index = random.choice(remaining_indices)
+            remaining_indices = remaining_indices[remaining_indices != sample_index]
+            if not torch.equal(torch.from_numpy(histories[i]), torch.from_numpy(training_histories[sample_index])) \
+                    or len(remaining_indices) == 0:
+                chosen.append(int(sample_index))
+                break
+    return chosen
+
+
+def test_fearecs_same_target_rows_are_recboles_draws_in_its_order(monkeypatch):
+    """Many rows share a target and a history, so RecBole's loop draws again; target 6's rows all have
+    one history, so it runs out of others. The generator must be left where RecBole's leaves it."""
+    import random
+
+    import numpy as np
+
+    generator = np.random.default_rng(0)
+    training_targets = np.concatenate([generator.integers(1, 6, 400), [6, 6, 6]])
+    training_histories = np.concatenate([generator.integers(0, 3, (400, 2)), [[1, 1]] * 3])  # 9 histories
+    same_item_index = {item: np.where(training_targets == item)[0] for item in np.unique(training_targets)}
+    picked = np.concatenate([generator.integers(0, 400, 300), [401, 400]])
+    targets, histories = training_targets[picked].tolist(), training_histories[picked]
+    draws = []
+    monkeypatch.setattr(random, "choice", lambda seq, choice=random.choice: draws.append(1) or choice(seq))
+
+    random.seed(7)
+    expected = _recboles_draws(targets, histories, same_item_index, training_histories)
+    after_recbole, recboles_draws = random.getstate(), len(draws)
+    random.seed(7)
+    got = same_target_rows(targets, histories, same_item_index, training_histories)
+
+    assert got.tolist() == expected and random.getstate() == after_recbole
+    assert len(draws) == 2 * recboles_draws > 2 * (len(targets) + 20)  # drawn again for some
+    assert set(expected[-2:]) <= {400, 401, 402}  # out of other histories: RecBole keeps the last drawn
+
+
+@pytest.mark.parametrize("contrast", [None, "us", "us_x"])  # None: RecBole's default, no contrastive loss
+def test_fearecs_loss_and_gradients_equal_recboles_bit_for_bit(contrast, workspace):
+    import random
+
+    from recbole.model.sequential_recommender import FEARec
+
+    from .conftest import trainer_and_data
+
+    trainer, train, _, _ = trainer_and_data(workspace, "FEARec", {**tiny_params("FEARec", model_keys("FEARec")),
+                                                                 "MAX_ITEM_LIST_LENGTH": 3, "train_batch_size": 512, "contrast": contrast,
+                                                                 "tau": 1.0, "sim": "dot", "fredom": True,
+                                                                 "fredom_type": contrast})
+    model = trainer.model
+    ours = SameTargetSequences(model)
+    for batch in list(train)[:2]:
+        outputs = {}
+        for way, loss_of in (("recbole", lambda b: FEARec.calculate_loss(model, b)), ("ours", ours.calculate_loss)):
+            random.seed(3)
+            torch.manual_seed(3)  # its forward passes' dropout
+            model.zero_grad()
+            loss = loss_of(batch)
+            loss.backward()
+            outputs[way] = (loss, [p.grad.clone() for p in model.parameters()], random.getstate(),
+                            batch["sem_aug"].clone())
+        (loss, grads, state, sem_aug), (our_loss, our_grads, our_state, our_sem_aug) = outputs["recbole"], outputs["ours"]
+        assert torch.equal(loss, our_loss) and all(torch.equal(a, b) for a, b in zip(grads, our_grads))
+        assert state == our_state and torch.equal(sem_aug, our_sem_aug)

@@ -27,6 +27,8 @@ CASES = [
     ("HRM", "sequences moved after their padding by one gather (seams/host_loops.py)", {"epochs": 2}),
     ("KGNNLS", "labels looked up in a table on the device (seams/host_loops.py)", {"epochs": 2}),
     ("RippleNet", "ripple sets gathered from one table on the device (seams/host_loops.py)", {"epochs": 2}),
+    ("FEARec", "same-target sequences drawn as RecBole draws them, the batch on the host once (seams/same_target.py)",
+     {"epochs": 1, "contrast": "us_x", "tau": 1.0, "sim": "dot", "fredom": True, "fredom_type": "us_x"}),
     ("S3Rec", "S3RecTrainer: pre-training then fine-tuning", {"epochs": 2, "pretrain_epochs": 2, "save_step": 2}),
     ("RaCT", "RaCTTrainer: actor and critic pre-training, then fine-tuning", {"epochs": 2}),
     ("XGBoost", "DecisionTreeTrainer (exlib), continued boosting", {"epochs": 2, "xgb_num_boost_round": 10}),

@@ -21,7 +21,8 @@ from typing import Any, Mapping
 
 import yaml
 
-from .params import RECBOLE_DERIVED_KEYS, RECRUNNER_DEFAULTS, RECRUNNER_KEYS, coerce_value, unknown_metric
+from .params import (CONTEXT_UNDECLARED_KEYS, RECBOLE_DERIVED_KEYS, RECBOLE_UNDECLARED_KEYS, RECRUNNER_DEFAULTS,
+                     RECRUNNER_KEYS, coerce_value, unknown_metric)
 from ..core.errors import ConfigError
 
 FAST_PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # fast mode's autocast dtypes (recrunner.training.fast.plan)
@@ -257,7 +258,8 @@ def _read(path: Path) -> dict:
 @functools.lru_cache(maxsize=None)
 def recbole_keys() -> frozenset:
     """Every key any of RecBole's YAML files defines, recrunner's keys and the keys RecBole derives."""
-    keys = set(RECRUNNER_KEYS) | set(RECBOLE_DERIVED_KEYS)
+    keys = set(RECRUNNER_KEYS) | set(RECBOLE_DERIVED_KEYS) | set(CONTEXT_UNDECLARED_KEYS)
+    keys.update(*RECBOLE_UNDECLARED_KEYS.values())
     properties = _properties()
     if properties is not None:
         for path in properties.rglob("*.yaml"):

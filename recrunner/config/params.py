@@ -22,6 +22,23 @@ RECBOLE_DERIVED_KEYS = frozenset({
     "train_stage", "pre_model_path", "kg_reverse_r",
 })
 
+# Keys a RecBole 1.2.1 model reads from its config that none of RecBole's YAML files define: RecBole gives
+# None unless they are set, and what they switch on is reachable only by setting them. Not here: keys
+# whose only use fails (FEARec's use_filter reads a weight RecBole never makes) or is none (HRM's reg_weight).
+RECBOLE_UNDECLARED_KEYS: dict[str, tuple[str, ...]] = {
+    "FEARec": ("contrast", "tau", "sim"),  # FEARec.__init__: its contrastive losses (contrast us, un, su, us_x; sim dot, cos)
+    "AutoInt": ("has_residual",),          # AutoInt.__init__: its residual connection
+    "DiffRec": ("norm",), "LDiffRec": ("norm",),  # DiffRec.__init__: its denoiser's input normalised
+    "KD_DAGFM": ("cin",),                  # kd_dagfm.py CIN.__init__: the CIN teacher's layer sizes
+}
+CONTEXT_UNDECLARED_KEYS = ("double_tower",)  # ContextRecommender.__init__: user and item fields embedded apart
+
+
+def undeclared_keys(model: str, context_aware: bool) -> dict[str, None]:
+    """The keys `model` reads without a default anywhere in RecBole's YAML files, each with RecBole's None (pure)."""
+    keys = RECBOLE_UNDECLARED_KEYS.get(model, ()) + (CONTEXT_UNDECLARED_KEYS if context_aware else ())
+    return dict.fromkeys(keys)
+
 # recrunner's own keys with their defaults: the lowest layer above RecBole's (docs/configuration.md).
 RECRUNNER_DEFAULTS: dict[str, Any] = {
     "checkpoint_every": 1,              # write checkpoints/last.pth every N epochs

@@ -16,7 +16,8 @@ from ..training.loop.optimizer import accumulation_steps
 from ..training.callbacks import default_callbacks
 from ..config.checks import check_values, plain_name, plain_sweep
 from ..config.layers import layered_params
-from ..config.params import NOT_IDENTITY_KEYS, RECRUNNER_DEFAULTS, check_overrides, check_valid_metric, setting
+from ..config.params import (NOT_IDENTITY_KEYS, RECRUNNER_DEFAULTS, check_overrides, check_valid_metric, setting,
+                             undeclared_keys)
 from ..data.files import check_additional_files, check_atomic_files, dataset_settings, resolve_data_path
 from ..core.errors import ConfigError
 from ..training.families.layers import pretraining_stages
@@ -96,7 +97,8 @@ def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
 
     # RecBole's defaults for this model and dataset, without the overrides: the keys and types to check them against
     defaults = _recbole_config(Config, model, experiment.dataset, {**file_layers, **gpu, "data_path": str(data_path)})
-    known = {**defaults.internal_config_dict, **RECRUNNER_DEFAULTS, **file_layers}
+    known = {**defaults.internal_config_dict, **undeclared_keys(model, context_aware(model)), **RECRUNNER_DEFAULTS,
+             **file_layers}
     params = check_overrides(params, known, source="parameters (--set, --config-file, grid)")
     check_values({**file_layers, **params}, f"{model} on {experiment.dataset}")
     identity = {**_identifying(params), "seed": params.get("seed", defaults["seed"])}

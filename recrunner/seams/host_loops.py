@@ -1,5 +1,5 @@
 """RecBole model methods that loop over a batch on the host, replaced by array operations where the
-batch is that give equal tensors, bit for bit.
+batch is that give equal tensors, bit for bit (FEARec's: its draws kept, the loop's waits gone).
 
 | RecBole 1.2.1                                             | recrunner (`without_host_loops(model)`)     |
 |-----------------------------------------------------------|---------------------------------------------|
@@ -15,6 +15,9 @@ batch is that give equal tensors, bit for bit.
 | `RippleNet.forward`, `RippleNet.full_sort_predict`: each  | `RippleSets`: the ripple sets as one tensor |
 | user's ripple set (a tensor per hop and kind) appended to | on the model's device, a batch's rows       |
 | lists in a Python loop over the batch, then concatenated  | gathered; RecBole's reasoning unchanged     |
+| `FEARec.calculate_loss`: each sequence's same-target      | `SameTargetSequences` (`same_target.py`):   |
+| sequence drawn with Python's `random.choice`, two waits   | the same draws, the batch on the host once, |
+| for the device and a `torch.equal` per sequence           | the rows gathered and copied in one piece   |
 
 Each copies the batch to the host (on a GPU, a wait for the device every batch) and the result
 back; the replacements run on the batch's device. Each is installed as an instance attribute
@@ -50,6 +53,8 @@ import types
 
 import numpy as np
 import torch
+
+from .same_target import SameTargetSequences
 
 
 def without_host_loops(model) -> tuple[str, ...]:
@@ -250,4 +255,5 @@ REPLACED = {
     "HRM": (("inverse_seq_item",), _as_is(inverse_sequences)),
     "KGNNLS": (("label_smoothness_predict",), lambda model: (LabelSmoothness(model),)),
     "RippleNet": (("forward", "full_sort_predict"), RippleSets.methods),
+    "FEARec": (("calculate_loss",), SameTargetSequences.methods),
 }

@@ -9,8 +9,9 @@
 | KGIN and MCCLK import torch_scatter (a source package    | `provide_torch_scatter`: seams/torch_scatter.py |
 | on PyPI, compiled against the installed torch)           | registered as `torch_scatter` when missing |
 | SRGNN, GCSAN (session graphs), HRM (sequences moved after | `ready_model`: seams/host_loops.py's equal |
-| their padding), KGNNLS (labels from a dict) and RippleNet | tensors from array operations              |
-| (ripple sets) loop over each batch on the host            |                                            |
+| their padding), KGNNLS (labels from a dict), RippleNet    | tensors from array operations (FEARec: the |
+| (ripple sets) and FEARec (same-target sequences) loop     | same draws, without a wait per sequence)   |
+| over each batch on the host                               |                                            |
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def repair_model(model):
 
 def ready_model(model):
     """The model a run trains: `repair_model`'s, with RecBole's host loops over a batch replaced by
-    array operations that give equal tensors where the batch is (seams/host_loops.py); returns it.
+    methods that give equal tensors where the batch is (seams/host_loops.py); returns it.
     Plain RecBole's runs in the tests get `repair_model` only."""
     import logging
 
@@ -56,8 +57,8 @@ def ready_model(model):
     if methods:
         logging.getLogger("recrunner").info(
             f"{' and '.join(f'{type(model).__name__}.{method}' for method in methods)} "
-            f"run{'s' if len(methods) == 1 else ''} as array operations where the batch is, equal to RecBole's "
-            f"loop over the batch on the host", extra={"file_only": True})
+            f"run{'s' if len(methods) == 1 else ''} without RecBole's loop over the batch on the host, with equal "
+            f"tensors (seams/host_loops.py)", extra={"file_only": True})
     return model
 
 
