@@ -97,13 +97,12 @@ def test_an_interval_given_as_a_yaml_list_is_recboles_interval_string():
 
 def test_keys_a_model_reads_without_a_default_in_recboles_yaml_are_known_for_that_model_only():
     """FEARec's contrastive losses are off unless `contrast` is set, and no RecBole YAML defines it."""
+    from recrunner.config.checks import recbole_keys
     from recrunner.config.params import undeclared_keys
 
     assert undeclared_keys("FEARec", context_aware=False) == {"contrast": None, "tau": None, "sim": None}
     assert undeclared_keys("DeepFM", context_aware=True) == {"double_tower": None}
     assert undeclared_keys("SASRec", context_aware=False) == {}
-    from recrunner.config.checks import recbole_keys
-
     assert {"contrast", "tau", "sim", "has_residual", "double_tower"} <= recbole_keys()  # a grid file may name them
 
 

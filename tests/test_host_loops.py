@@ -281,10 +281,9 @@ def test_fearecs_loss_and_gradients_equal_recboles_bit_for_bit(contrast, workspa
 
     from .conftest import trainer_and_data
 
-    trainer, train, _, _ = trainer_and_data(workspace, "FEARec", {**tiny_params("FEARec", model_keys("FEARec")),
-                                                                 "MAX_ITEM_LIST_LENGTH": 3, "train_batch_size": 512, "contrast": contrast,
-                                                                 "tau": 1.0, "sim": "dot", "fredom": True,
-                                                                 "fredom_type": contrast})
+    params = {**tiny_params("FEARec", model_keys("FEARec")), "MAX_ITEM_LIST_LENGTH": 3, "train_batch_size": 512,
+              "contrast": contrast, "tau": 1.0, "sim": "dot", "fredom": True, "fredom_type": contrast}
+    trainer, train, _, _ = trainer_and_data(workspace, "FEARec", params)
     model = trainer.model
     ours = SameTargetSequences(model)
     for batch in list(train)[:2]:
