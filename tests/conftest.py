@@ -1,5 +1,10 @@
 """Shared fixtures: tiny configurations so the whole suite stays fast on 2 CPU cores."""
 
+import json
+import signal
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -28,6 +33,44 @@ def base_args(tmp_path) -> list[str]:
     """Command-line flags that keep a CLI test's output and data inside its tmp_path."""
     (tmp_path / "data").mkdir(exist_ok=True)
     return ["--output", str(tmp_path / "runs"), "--data-path", str(tmp_path / "data"), "--config-dir", str(REPO / "configs")]
+
+
+# The command line in a process that SIGKILLs itself at a chosen point, whatever the machine's speed: when
+# the nth run whose folder holds `in` ends the training of epoch `epoch` (before its validation, so no
+# pruning or early stop can come first).
+CLI_KILLER = textwrap.dedent("""
+    import json, os, signal, sys
+    import recrunner.training.loop.trainer as trainer_module
+    from recrunner import Callback
+
+    spec, runs = json.loads(sys.argv[1]), []
+    defaults = trainer_module.default_callbacks
+
+    class Kill(Callback):
+        def on_train_epoch_end(self, trainer, control, losses):
+            if trainer.epoch == spec["epoch"]:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    def with_kill(config, run_dir=None):
+        callbacks = defaults(config, run_dir)
+        if run_dir is not None and spec["in"] in str(run_dir):
+            runs.append(run_dir)
+            if len(runs) == spec["nth"]:
+                callbacks.append(Kill())
+        return callbacks
+
+    trainer_module.default_callbacks = with_kill
+    from recrunner.cli.main import main
+    sys.exit(main(spec["argv"]))
+""")
+
+
+def run_cli_until_killed(argv, inside: str, nth: int = 1, epoch: int = 0) -> None:
+    """Run the command line with `argv` until the SIGKILL of CLI_KILLER; fail when it ends otherwise."""
+    spec = {"argv": list(argv), "in": inside, "nth": nth, "epoch": epoch}
+    done = subprocess.run([sys.executable, "-c", CLI_KILLER, json.dumps(spec)], cwd=REPO, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == -signal.SIGKILL, f"exit {done.returncode}: {done.stderr[-2000:]}"
 
 
 def run_cli(capsys, argv) -> tuple[int, str, str]:

@@ -4,10 +4,8 @@ two commands racing one sweep at once."""
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -17,7 +15,7 @@ from recrunner.core.errors import ConfigError
 from recrunner.report.racing import Run, race
 from recrunner.report.stats import user_differences
 from recrunner.sweep.grid import check_select_settings
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, run_cli, run_cli_until_killed
 
 SEEDS = (2020, 2021, 2022)
 USERS = np.arange(400)
@@ -193,19 +191,9 @@ def test_a_search_races_its_best_trials_and_runs_the_pick_s_missing_final_seeds(
 
 
 def test_a_racing_grid_killed_during_the_race_loses_and_repeats_nothing(tmp_path, base_args):
-    command = [sys.executable, str(REPO / "run_experiments.py"), "--grid", _grid(tmp_path), "--select-top", "3",
-               "--set", "epochs=4", *base_args, "--quiet"]
-    record = tmp_path / "runs" / "race" / "sweep.jsonl"
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.time() + 240
-    while time.time() < deadline:  # kill while a race run trains
-        lines = record.read_text().splitlines() if record.exists() else []
-        if lines and '"running"' in lines[-1] and '"select/' in lines[-1]:
-            break
-        time.sleep(0.2)
-    time.sleep(1.0)
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
+    argv = ["--grid", _grid(tmp_path), "--select-top", "3", "--set", "epochs=4", *base_args, "--quiet"]
+    command = [sys.executable, str(REPO / "run_experiments.py"), *argv]
+    run_cli_until_killed(argv, inside="race/select/")  # while a race run trains
     assert not (tmp_path / "runs" / "race" / "selection.json").exists() or \
         json.loads((tmp_path / "runs" / "race" / "selection.json").read_text())["ml-100k/BPR"]["pick"] is None
 

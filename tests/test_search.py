@@ -3,8 +3,6 @@ final seeds chosen on validation, equal budgets, and a kill-and-rerun that loses
 
 import csv
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -15,7 +13,7 @@ import yaml
 from recrunner.core.errors import ConfigError
 from recrunner.sweep import space
 from recrunner.report.budget import budgets, unequal
-from tests.conftest import REPO, read_hparams, run_cli
+from tests.conftest import REPO, read_hparams, run_cli, run_cli_until_killed
 
 optuna = pytest.importorskip("optuna")
 
@@ -210,19 +208,10 @@ def test_a_trial_killed_after_its_run_ended_is_told_and_recorded_once(tmp_path, 
 
 
 def test_a_killed_search_loses_and_repeats_nothing(tmp_path, base_args):
-    command = [sys.executable, str(REPO / "run_experiments.py"), "--grid", _grid(tmp_path), "--search", "tpe",
-               "--trials", "5", "--set", "epochs=4", *base_args, "--quiet"]
+    argv = ["--grid", _grid(tmp_path), "--search", "tpe", "--trials", "5", "--set", "epochs=4", *base_args, "--quiet"]
+    command = [sys.executable, str(REPO / "run_experiments.py"), *argv]
     record = tmp_path / "runs" / "tune" / "sweep.jsonl"
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.time() + 240
-    while time.time() < deadline:  # kill once a trial has finished and the next one is training
-        lines = record.read_text().splitlines() if record.exists() else []
-        if sum('"ok"' in line for line in lines) >= 1 and lines and '"running"' in lines[-1]:
-            break
-        time.sleep(0.2)
-    time.sleep(1.0)
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
+    run_cli_until_killed(argv, inside="tune/ml-100k/BPR", nth=2)  # a trial has finished, the next one trains
     killed_running = [t.number for t in _study(tmp_path / "runs" / "tune").trials if t.state.name == "RUNNING"]
     assert killed_running, "the kill should leave a trial running"
 
