@@ -128,6 +128,16 @@ def test_nothing_left_after_filtering_is_one_line_and_a_usage_error(base_args, c
     assert "DataError: RecBole could not build ml-100k" in out and "filter" in out
 
 
+def test_a_bpr_loss_without_sampled_negatives_is_one_line_before_any_run_folder(base_args, tmp_path, capsys):
+    # RecBole takes it and fails at the first batch with KeyError: 'neg_item_id'
+    code, _, err = _run(capsys, base_args + ["--model", "SASRec", "--set", "loss_type=BPR"])
+
+    assert code == 2 and err.count("\n") == 1
+    assert ("SASRec with loss_type BPR scores a sampled negative item per sequence, and train_neg_sample_args samples "
+            "none: set train_neg_sample_args to {distribution: uniform, sample_num: 1}, or loss_type to CE") in err
+    assert not (tmp_path / "runs").exists()
+
+
 # ---------------------------------------------------------------- a finished run is never damaged
 @pytest.fixture
 def finished(workspace):

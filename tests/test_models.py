@@ -1,10 +1,14 @@
 import pytest
 
+from recrunner import Experiment, run_experiment
 from recrunner.core.errors import ConfigError
 from recrunner.core.errors import EnvironmentProblem
 from recrunner.training.families.layers import NCLLayer, PretrainLayer, pretraining_stages
-from recrunner.run.models import REQUIREMENTS, Requirement, available_models, check_requirements, exlib_models, failure_hint, resolve_model, trainer_class_for
+from recrunner.run.models import REQUIREMENTS, Requirement, available_models, check_negatives, check_requirements, exlib_models, failure_hint, resolve_model, trainer_class_for
 from recrunner.training.loop.trainer import CustomTrainer
+
+from .conftest import run_cli
+from .tiny_models import model_keys, tiny_params
 
 
 def test_model_names_resolve_case_insensitively():
@@ -102,3 +106,55 @@ def test_tree_models_get_recbole_defaults_its_config_cannot_find():
     assert recbole_model_defaults("XGBoost")["xgb_params"]["objective"] == "binary:logistic"
     assert recbole_model_defaults("LightGBM")["lgb_num_boost_round"] == 300
     assert recbole_model_defaults("SASRec") == {}
+
+
+def test_what_a_model_prints_while_it_is_built_goes_to_its_run_log_not_stdout(workspace, capfd):
+    result = run_experiment(Experiment("FEARec", "ml-100k", {**tiny_params("FEARec", model_keys("FEARec")), "epochs": 1}),
+                            workspace, console=False)
+
+    assert result.status == "ok", result.error
+    assert capfd.readouterr().out == ""  # RecBole's FEARec prints its frequency bands while it is built
+    log = (result.run_dir / "run.log").read_text()
+    assert "FEARec printed: modes_q=" in log and "FEARec printed: 1>0.5:True" in log
+
+
+def test_a_known_failure_is_one_line_on_the_console_and_its_traceback_is_in_the_run_log(workspace, capfd):
+    params = {**tiny_params("FEARec", model_keys("FEARec")), "n_layers": 1, "epochs": 1}
+
+    result = run_experiment(Experiment("FEARec", "ml-100k", params), workspace, console=True)
+
+    assert result.status == "failed" and "set n_layers to 2 or more" in result.error
+    console = capfd.readouterr().err
+    assert "run failed: ZeroDivisionError: FEARec shares its frequency bands" in console and "Traceback" not in console
+    assert "Traceback" in (result.run_dir / "run.log").read_text()
+
+
+def test_a_model_that_calls_sys_exit_while_built_fails_its_run_and_the_sweep_goes_on(base_args, capsys):
+    # RecBole's SASRecCPR prints "... does not support BPR loss" and calls sys.exit(0): before, the sweep ended there, exit 0
+    settings = ["loss_type=BPR", "train_neg_sample_args={distribution: uniform, sample_num: 1}", "epochs=1", "n_layers=1",
+                "hidden_size=8", "inner_size=16", "n_heads=1", "MAX_ITEM_LIST_LENGTH=10", "user_inter_num_interval=[10,60]"]
+    code, out, _ = run_cli(capsys, ["--model", "SASRecCPR", "SASRec", "--set", *settings, *base_args, "--quiet"])
+
+    assert code == 2
+    assert "SASRecCPR on ml-100k: ConfigError: SASRecCPR refused its settings and called sys.exit(0) while it was " \
+           "built: 'current softmax-cpr code does not support BPR loss'" in out
+    assert "1 ok, 1 failed" in out
+
+
+@pytest.mark.parametrize("model, loss, distribution, refused", [
+    ("SASRec", "BPR", "none", True),
+    ("SASRec", "BPR", "uniform", False),
+    ("SASRec", "CE", "none", False),
+    ("BERT4Rec", "BPR", "none", False),   # it draws its own negatives
+    ("SASRecCPR", "BPR", "none", False),  # it refuses BPR itself (built_model says so)
+])
+def test_a_sequential_bpr_loss_needs_sampled_negatives(model, loss, distribution, refused):
+    from recbole.utils import ModelType
+
+    config = {"MODEL_TYPE": ModelType.SEQUENTIAL, "loss_type": loss, "train_neg_sample_args": {"distribution": distribution}}
+    if refused:
+        with pytest.raises(ConfigError, match="set train_neg_sample_args to"):
+            check_negatives(model, config)
+    else:
+        check_negatives(model, config)
+    check_negatives("BPR", {"MODEL_TYPE": ModelType.GENERAL, "train_neg_sample_args": {"distribution": "none"}})

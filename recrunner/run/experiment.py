@@ -23,10 +23,10 @@ from . import per_user, protocol
 from ..training.checkpoints.files import load as load_checkpoint, to_plain
 from ..config.params import setting
 from ..data.cache import load_data
-from ..core.errors import ConfigError, RecrunnerError, RunInterrupted, failure_reason, one_line
+from ..core.errors import ConfigError, RecrunnerError, RunInterrupted, one_line
 from ..core.interrupts import deferred
 from ..core.layout import OutputPaths
-from .models import failure_hint
+from .models import logged_failure
 from .preparation import Experiment, PreparedRun, Workspace, prepare
 from .provenance import provenance
 from .record import RunRecord, Status
@@ -37,7 +37,7 @@ from .distributed import check_processes, follower_config, reseed_process, tell
 from .resume import ResumePoint, StartOver, bring_best_checkpoint, check_request, resume_point
 from ..core.files import write_config
 from .runlog import run_logging
-from ..seams.models import model_class as recbole_model_class, ready_model
+from ..seams.models import built_model, model_class as recbole_model_class, ready_model
 from .hparams_columns import write_experiment
 from ..training.fast.compile_clock import CompileClock, describe_phases
 from ..training.fast.plan import loader_settings, share_compile_cache
@@ -118,8 +118,7 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
         error = one_line(exc)
         logger.error(f"run failed: {error}")
     except Exception as exc:  # a failing run is recorded, never lost; the sweep goes on
-        error = failure_hint(config["model"], exc) or failure_reason(exc)
-        logger.exception(f"run failed: {error}")
+        error = logged_failure(config["model"], exc)
     finally:
         with deferred():  # a stop that arrives now waits until the record is whole
             _finish_record(prepared, workspace, record, writer, status, error, trainer)
@@ -238,7 +237,7 @@ def _build_trainer(prepared: PreparedRun, run_dir: Path, train_data, writer, cal
     config = prepared.config
     init_seed(config["seed"], config["reproducibility"])
     model_class = recbole_model_class(config["model"], detect_anomaly=setting(config, "detect_anomaly"))
-    model = ready_model(model_class(config, train_data._dataset).to(config["device"]))
+    model = ready_model(built_model(model_class, config, train_data._dataset).to(config["device"]))
     logger.info(model, extra={"file_only": True})
     trainer = prepared.trainer_class(config, model, writer=writer, callbacks=callbacks, hparams=prepared.hparams,
                                      run_dir=run_dir)

@@ -1,4 +1,5 @@
-"""Which RecBole models exist, what each needs installed, and which trainer runs it."""
+"""Which RecBole models exist, what each needs installed and refuses, what its failures mean, and which trainer
+runs it."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ import difflib
 import functools
 import importlib
 import inspect
+import logging
 from dataclasses import dataclass
 
-from ..core.errors import ConfigError, EnvironmentProblem, one_line
+from ..core.errors import ConfigError, EnvironmentProblem, failure_reason, one_line
 
 _MODEL_PACKAGES = (
     "general_recommender",
@@ -117,6 +119,37 @@ def failure_hint(model: str, exc: BaseException) -> str | None:
         if model == name and marker in str(exc):
             return f"{type(exc).__name__}: {hint}"
     return None
+
+
+# sequential models whose loss reads no sampled negative under loss_type BPR: BERT4Rec draws its own; GRU4RecCPR
+# and SASRecCPR refuse BPR while they are built (seams/models.py `built_model` says so)
+_OWN_NEGATIVES = frozenset({"BERT4Rec", "GRU4RecCPR", "SASRecCPR"})
+
+
+def check_negatives(model: str, config) -> None:
+    """RecBole refuses `loss_type: CE` with sampled negatives but takes `loss_type: BPR` without any, and a
+    sequential model's BPR loss then fails at its first batch (KeyError: 'neg_item_id'): refused here."""
+    from recbole.utils import ModelType
+
+    loss = config["loss_type"] if "loss_type" in config else None
+    if (config["MODEL_TYPE"] == ModelType.SEQUENTIAL and loss == "BPR" and model not in _OWN_NEGATIVES
+            and config["train_neg_sample_args"]["distribution"] == "none"):
+        raise ConfigError(f"{model} with loss_type BPR scores a sampled negative item per sequence, and "
+                          "train_neg_sample_args samples none: set train_neg_sample_args to {distribution: uniform, "
+                          "sample_num: 1}, or loss_type to CE")
+
+
+def logged_failure(model: str, exc: BaseException) -> str:
+    """Log a run's failure in its own code and return its one-line reason: with the traceback, or, for a known
+    cause (`failure_hint`), one line on the console and the traceback in run.log only."""
+    hint = failure_hint(model, exc)
+    logger = logging.getLogger("recrunner")
+    if hint is None:
+        logger.exception(f"run failed: {failure_reason(exc)}")
+        return failure_reason(exc)
+    logger.error(f"run failed: {hint}")
+    logger.info("the traceback of that failure:", exc_info=True, extra={"file_only": True})
+    return hint
 
 
 def trainer_class_for(model_name: str, model_type, custom_trainer: type) -> type:

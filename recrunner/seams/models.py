@@ -12,11 +12,20 @@
 | their padding), KGNNLS (labels from a dict), RippleNet    | tensors from array operations (FEARec: the |
 | (ripple sets) and FEARec (same-target sequences) loop     | same draws, without a wait per sequence)   |
 | over each batch on the host                               |                                            |
+| FEARec, LDiffRec, GRU4RecCPR and SASRecCPR `print` while  | `built_model`: what the constructor prints |
+| they are built: to stdout, among a sweep's result lines;  | goes to the run's run.log, line by line;   |
+| GRU4RecCPR and SASRecCPR then `sys.exit(0)` on BPR loss   | an exit is a ConfigError saying what it    |
+| (the process ends, exit code 0, the run unrecorded)       | printed: the run fails, the sweep goes on  |
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import sys
+
+from ..core.errors import ConfigError
 
 
 def model_class(name: str, detect_anomaly: bool = False) -> type:
@@ -38,6 +47,25 @@ def model_class(name: str, detect_anomaly: bool = False) -> type:
     return model
 
 
+def built_model(model_class: type, config, dataset):
+    """`model_class(config, dataset)`, with what its constructor prints logged to the run's run.log (a line
+    each, "FEARec printed: ..."), not to stdout, where a sweep's progress and result lines go. A constructor
+    that ends the process (GRU4RecCPR and SASRecCPR call `sys.exit(0)` on `loss_type: BPR`, which would end a
+    sweep with exit code 0 and the run unrecorded) raises ConfigError with what it printed."""
+    name, printed = model_class.__name__, io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            return model_class(config, dataset)
+    except SystemExit as exc:
+        said = [line.strip() for line in printed.getvalue().splitlines() if line.strip()]
+        raise ConfigError(f"{name} refused its settings and called sys.exit({exc.code}) while it was built"
+                          f"{': ' + repr(said[-1]) if said else ''}; change the setting it names") from None
+    finally:  # also when it fails: what it printed may say why
+        for line in printed.getvalue().splitlines():
+            if line.strip():
+                logging.getLogger("recrunner").info(f"{name} printed: {line.rstrip()}", extra={"file_only": True})
+
+
 def repair_model(model):
     """Fix what RecBole 1.2.1 builds wrong for one model (module docstring); returns the model."""
     if type(model).__name__ == "KSR" and model.relation_Matrix.dtype != model.entity_embedding.weight.dtype:
@@ -49,8 +77,6 @@ def ready_model(model):
     """The model a run trains: `repair_model`'s, with RecBole's host loops over a batch replaced by
     methods that give equal tensors where the batch is (seams/host_loops.py); returns it.
     Plain RecBole's runs in the tests get `repair_model` only."""
-    import logging
-
     from .host_loops import without_host_loops
 
     methods = without_host_loops(repair_model(model))
