@@ -122,6 +122,22 @@ def test_a_csv_inter_file_is_one_line_exit_2(base_args, tmp_path, capsys):
     assert code == 2 and err.count("\n") == 1 and "looks like CSV" in err and "field:type" in err
 
 
+@pytest.mark.parametrize("model", ["KGCN", "KSR"])  # a knowledge-aware model, a sequential one with the graph
+def test_a_knowledge_aware_model_on_data_without_a_graph_names_the_files_before_any_run_folder(model, base_args, tmp_path,
+                                                                                              capsys):
+    folder = tmp_path / "data" / "mine"
+    folder.mkdir(parents=True)
+    (folder / "mine.inter").write_text("user_id:token\titem_id:token\ttimestamp:float\n1\t2\t3\n")
+    (folder / "mine.kg").write_text("head_id:token\trelation_id:token\ttail_id:token\n")
+
+    code, _, err = _run(capsys, base_args + ["--model", model, "--dataset", "mine"])
+
+    assert code == 2 and err.count("\n") == 1  # RecBole: a ValueError inside the data build
+    assert f"{model} is knowledge-aware: it needs {folder / 'mine.link'} (.kg: head_id, relation_id, tail_id; .link: " \
+           f"item_id, entity_id; ml-100k has both)" in err
+    assert not (tmp_path / "runs").exists()
+
+
 def test_nothing_left_after_filtering_is_one_line_and_a_usage_error(base_args, capsys):
     code, out, err = _run(capsys, base_args + ["--model", "BPR", "--set", "epochs=1", "user_inter_num_interval='[900,inf)'"])
     assert code == 2 and "Traceback" not in out + err

@@ -11,6 +11,7 @@ import yaml
 
 from ..core.errors import DataError, DatasetNotFoundError
 from ..core.docs import page
+from ..seams.dataset import dataset_class_name
 
 FIELD_TYPES = ("token", "token_seq", "float", "float_seq")  # recbole.utils.enum_type.FeatureType
 ATOMIC_SUFFIXES = ("inter", "user", "item", "kg", "link", "net")
@@ -114,8 +115,20 @@ def resolve_data_path(name: str, data_path: Path, *, allow_download: bool = True
 
 
 def check_additional_files(config) -> None:
-    """Each `additional_feat_suffix` file must exist before RecBole reads anything (KSR's .ent...)."""
-    suffixes, folder = _additional_suffixes(config), Path(config["data_path"])
+    """The files beside .inter that the model reads must exist before RecBole reads anything: a knowledge-aware
+    model's .kg and .link (RecBole fails inside the data build without them), each `additional_feat_suffix`
+    file (KSR's .ent...)."""
+    folder = Path(config["data_path"])
+    if knowledge_aware(config):
+        missing = [folder / f"{config['dataset']}.{suffix}" for suffix in ("kg", "link")
+                   if not (folder / f"{config['dataset']}.{suffix}").is_file()]
+        if missing:
+            raise DatasetNotFoundError(
+                f"{config['model']} is knowledge-aware: it needs {' and '.join(map(str, missing))} (.kg: "
+                f"{config['HEAD_ENTITY_ID_FIELD']}, {config['RELATION_ID_FIELD']}, {config['TAIL_ENTITY_ID_FIELD']}; "
+                f".link: {config['ITEM_ID_FIELD']}, {config['ENTITY_ID_FIELD']}; ml-100k has both): supply them "
+                f"({page('models')}) or point --data-path at a folder that has them")
+    suffixes = _additional_suffixes(config)
     missing = [folder / f"{config['dataset']}.{suffix}" for suffix in suffixes
                if not (folder / f"{config['dataset']}.{suffix}").is_file()]
     if missing:
@@ -124,6 +137,13 @@ def check_additional_files(config) -> None:
         raise DatasetNotFoundError(
             f"{config['model']} needs {', '.join(map(str, missing))} (additional_feat_suffix){described}: "
             f"supply the file ({page('models', 'Knowledge-aware sequential models')}) or point --data-path at a folder that has it")
+
+
+def knowledge_aware(config) -> bool:
+    """Whether RecBole builds the run's dataset as a KnowledgeBasedDataset (or a sequential one with its graph)."""
+    from recbole.data import dataset as datasets
+
+    return issubclass(getattr(datasets, dataset_class_name(config)), datasets.KnowledgeBasedDataset)
 
 
 def check_atomic_files(config, rows: int = 1000) -> None:
