@@ -4,15 +4,16 @@ be, and no mistake damages a finished run."""
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
 
 from recrunner import ConfigError, Experiment, run_experiment
 from recrunner.config.checks import check_output_folder, impossible_values, key_lines
-from recrunner.data.files import atomic_file_problem
+from recrunner.data.files import atomic_file_problem, check_labels
 
-from .conftest import REPO, TINY_BPR
+from .conftest import REPO, TINY_BPR, write_mini_dataset
 from .conftest import run_cli as _run
 
 
@@ -136,6 +137,54 @@ def test_a_knowledge_aware_model_on_data_without_a_graph_names_the_files_before_
     assert f"{model} is knowledge-aware: it needs {folder / 'mine.link'} (.kg: head_id, relation_id, tail_id; .link: " \
            f"item_id, entity_id; ml-100k has both)" in err
     assert not (tmp_path / "runs").exists()
+
+
+def _pointwise(tmp_path, header, **settings):
+    from recbole.utils import InputType, ModelType
+
+    (tmp_path / "d.inter").write_text(header + "\n")
+    return {"model": "DeepFM", "dataset": "d", "data_path": str(tmp_path), "MODEL_INPUT_TYPE": InputType.POINTWISE,
+            "MODEL_TYPE": ModelType.CONTEXT,
+            "eval_args": {"mode": {"valid": "labeled", "test": "labeled"}}, "threshold": None, "LABEL_FIELD": "label",
+            "RATING_FIELD": "rating", "train_neg_sample_args": {"distribution": "none"}, "benchmark_filename": None,
+            "field_separator": "\t", "load_col": {"inter": ["user_id", "item_id", "rating", "label"]}, **settings}
+
+
+def test_a_pointwise_model_needs_a_label_from_the_data_a_threshold_or_sampled_negatives(tmp_path):
+    from recbole.utils import InputType, ModelType
+
+    with pytest.raises(ConfigError, match=r"set threshold: \{rating: 4\} .* or add --config-file protocols/implicit-feedback"):
+        check_labels(_pointwise(tmp_path, "user_id:token\titem_id:token\trating:float"))
+    with pytest.raises(ConfigError, match=r"\(no 'label' column, no threshold\): add --config-file protocols/implicit-feedback"):
+        check_labels(_pointwise(tmp_path, "user_id:token\titem_id:token\ttimestamp:float"))
+    with pytest.raises(ConfigError):  # a label column load_col leaves out is no label
+        check_labels(_pointwise(tmp_path, "user_id:token\titem_id:token\tlabel:float", load_col={"inter": ["user_id", "item_id"]}))
+    check_labels(_pointwise(tmp_path, "user_id:token\titem_id:token\tlabel:float"))
+    check_labels(_pointwise(tmp_path, "user_id:token\titem_id:token\trating:float", threshold={"rating": 4}))
+    check_labels(_pointwise(tmp_path, "user_id:token\titem_id:token", train_neg_sample_args={"distribution": "uniform"},
+                            eval_args={"mode": "full"}))
+    check_labels(_pointwise(tmp_path, "user_id:token\titem_id:token", MODEL_INPUT_TYPE=InputType.PAIRWISE))
+    check_labels(_pointwise(tmp_path, "user_id:token\titem_id:token", MODEL_TYPE=ModelType.SEQUENTIAL))  # CE: no label read
+    with pytest.raises(ConfigError):  # negatives in training, but a labelled evaluation
+        check_labels(_pointwise(tmp_path, "user_id:token\titem_id:token", train_neg_sample_args={"distribution": "uniform"}))
+
+
+def test_a_context_aware_model_on_implicit_data_is_refused_and_the_packaged_protocol_runs_it(base_args, capsys):
+    write_mini_dataset(Path(base_args[3]))
+    tiny = ["--model", "DeepFM", "--dataset", "ml-mini", "--set", "epochs=1", "embedding_size=4", "mlp_hidden_size=[8]"]
+
+    code, _, err = _run(capsys, base_args + tiny)
+
+    assert code == 2 and err.count("\n") == 1  # RecBole: KeyError: 'label' in the first batch
+    assert "DeepFM learns from a label per interaction, and ml-mini's have none (no 'label' column, no threshold): " \
+           "set threshold: {rating: 4} and load_col: {inter: [user_id, item_id, rating]}" in err
+    code, out, err = _run(capsys, base_args + tiny + ["--config-file", "protocols/implicit-feedback.yaml", "--quiet"])
+    assert code == 0, out + err
+    assert "[1/1] ok      DeepFM on ml-mini" in out and "test recall@10=" in out
+    code, out, err = _run(capsys, base_args + tiny + ["threshold={rating: 4}", "load_col={inter: [user_id, item_id, rating]}",
+                                                      "--quiet"])  # the other fix the line names
+    assert code == 0, out + err
+    assert "[1/1] ok      DeepFM on ml-mini" in out and "test auc=" in out
 
 
 def test_nothing_left_after_filtering_is_one_line_and_a_usage_error(base_args, capsys):

@@ -76,7 +76,7 @@ def test_under_another_name_a_general_model_gives_the_same_numbers_and_the_setti
     from recrunner.run.preparation import prepare
 
     bpr = prepare(Experiment("BPR", "my-ratings", TINY_BPR), workspace).config
-    fm = prepare(Experiment("FM", "my-ratings", {}), workspace).config
+    fm = prepare(Experiment("FM", "my-ratings", {"threshold": {"rating": 4}}), workspace).config  # its labels: rating >= 4
     assert bpr["load_col"] == {"inter": ["user_id", "item_id", "rating", "timestamp"]}
     assert fm["load_col"]["user"] == ["user_id", "age", "sex", "job", "zip"]  # the features, for context models only
     overridden = prepare(Experiment("BPR", "my-ratings", {"load_col": {"inter": ["user_id", "item_id"]}}), workspace)

@@ -9,7 +9,7 @@ from urllib.parse import urlparse
 
 import yaml
 
-from ..core.errors import DataError, DatasetNotFoundError
+from ..core.errors import ConfigError, DataError, DatasetNotFoundError
 from ..core.docs import page
 from ..seams.dataset import dataset_class_name
 
@@ -137,6 +137,45 @@ def check_additional_files(config) -> None:
         raise DatasetNotFoundError(
             f"{config['model']} needs {', '.join(map(str, missing))} (additional_feat_suffix){described}: "
             f"supply the file ({page('models', 'Knowledge-aware sequential models')}) or point --data-path at a folder that has it")
+
+
+def check_labels(config) -> None:
+    """A pointwise model (context-aware ones; a sequential model's CE loss reads none) reads a label per
+    interaction: from the data's label column, from `threshold` over a rating, or, for sampled negatives,
+    from the sampler. Where the data has none and training samples no negatives or evaluation is
+    `labeled`, RecBole fails in its first batch (KeyError: 'label'): refused here with what to set."""
+    from recbole.utils import InputType, ModelType
+
+    modes = config["eval_args"]["mode"]
+    modes = modes.values() if isinstance(modes, dict) else [modes]
+    needs_labels = config["train_neg_sample_args"]["distribution"] == "none" or "labeled" in modes
+    if (config["MODEL_INPUT_TYPE"] != InputType.POINTWISE or config["MODEL_TYPE"] == ModelType.SEQUENTIAL
+            or config["threshold"] or not needs_labels):
+        return
+    header = _inter_header(config)
+    if header is None:
+        return
+    load = config["load_col"]
+    loaded = [c for c in header if c in load["inter"]] if isinstance(load, dict) and load.get("inter") else header
+    if config["LABEL_FIELD"] in loaded:
+        return
+    rating, fix = config["RATING_FIELD"], ""
+    if rating in header:
+        also = "" if rating in loaded else f" and load_col: {{inter: [{', '.join([*loaded, rating])}]}}"
+        fix = f"set threshold: {{{rating}: 4}}{also} (label 1 where {rating} >= 4, as RecBole's ml-100k preset does), or "
+    raise ConfigError(f"{config['model']} learns from a label per interaction, and {config['dataset']}'s have none (no "
+                      f"{config['LABEL_FIELD']!r} column, no threshold): {fix}add --config-file "
+                      f"protocols/implicit-feedback.yaml (sampled negatives labelled 0, every item ranked in evaluation)")
+
+
+def _inter_header(config) -> list[str] | None:
+    """The field names of the dataset's .inter header; None where it has no single .inter file."""
+    path = Path(config["data_path"]) / f"{config['dataset']}.inter"
+    if config["benchmark_filename"] or not path.is_file():
+        return None
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        header = handle.readline().rstrip("\r\n").split(config["field_separator"] or "\t")
+    return [field.rpartition(":")[0] or field for field in header]
 
 
 def knowledge_aware(config) -> bool:

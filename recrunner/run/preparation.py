@@ -18,7 +18,7 @@ from ..config.checks import check_values, plain_name, plain_sweep
 from ..config.layers import layered_params
 from ..config.params import (NOT_IDENTITY_KEYS, RECRUNNER_DEFAULTS, check_overrides, check_valid_metric, setting,
                              undeclared_keys)
-from ..data.files import check_additional_files, check_atomic_files, dataset_settings, resolve_data_path
+from ..data.files import check_additional_files, check_atomic_files, check_labels, dataset_settings, resolve_data_path
 from ..core.errors import ConfigError
 from ..training.families.layers import pretraining_stages
 from .models import check_negatives, check_requirements, context_aware, resolve_model, trainer_class_for
@@ -114,6 +114,7 @@ def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
     check_negatives(model, config)
     check_additional_files(config)
     check_atomic_files(config)
+    check_labels(config)
     default_callbacks(config)  # its settings are checked here, before anything is written
     accumulation_steps(config)
     trainer_class = trainer_class_for(model, config["MODEL_TYPE"], CustomTrainer)
