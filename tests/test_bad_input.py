@@ -123,6 +123,14 @@ def test_a_csv_inter_file_is_one_line_exit_2(base_args, tmp_path, capsys):
     assert code == 2 and err.count("\n") == 1 and "looks like CSV" in err and "field:type" in err
 
 
+def test_heads_that_do_not_divide_the_width_are_one_line_before_any_run_folder(base_args, tmp_path, capsys):
+    # RecBole: a ValueError while the model is built, the run failed with a traceback
+    code, _, err = _run(capsys, base_args + ["--model", "SASRec", "--set", "n_heads=3"])
+
+    assert code == 2 and err.count("\n") == 1
+    assert "SASRec: hidden_size (64) must be a multiple of n_heads (3)" in err and not (tmp_path / "runs").exists()
+
+
 @pytest.mark.parametrize("model", ["KGCN", "KSR"])  # a knowledge-aware model, a sequential one with the graph
 def test_a_knowledge_aware_model_on_data_without_a_graph_names_the_files_before_any_run_folder(model, base_args, tmp_path,
                                                                                               capsys):

@@ -4,7 +4,7 @@ from recrunner import Experiment, run_experiment
 from recrunner.core.errors import ConfigError
 from recrunner.core.errors import EnvironmentProblem
 from recrunner.training.families.layers import NCLLayer, PretrainLayer, pretraining_stages
-from recrunner.run.models import REQUIREMENTS, Requirement, available_models, check_negatives, check_requirements, exlib_models, failure_hint, resolve_model, trainer_class_for
+from recrunner.run.models import REQUIREMENTS, Requirement, available_models, check_heads, check_negatives, check_requirements, exlib_models, failure_hint, resolve_model, trainer_class_for
 from recrunner.training.loop.trainer import CustomTrainer
 
 from .conftest import run_cli
@@ -158,3 +158,10 @@ def test_a_sequential_bpr_loss_needs_sampled_negatives(model, loss, distribution
     else:
         check_negatives(model, config)
     check_negatives("BPR", {"MODEL_TYPE": ModelType.GENERAL, "train_neg_sample_args": {"distribution": "none"}})
+
+
+def test_a_transformer_s_width_must_divide_among_its_heads():
+    with pytest.raises(ConfigError, match=r"SASRec: hidden_size \(64\) must be a multiple of n_heads \(3\)"):
+        check_heads("SASRec", {"hidden_size": 64, "n_heads": 3})
+    check_heads("SASRec", {"hidden_size": 64, "n_heads": 4})
+    check_heads("BPR", {"embedding_size": 64})

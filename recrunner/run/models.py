@@ -139,6 +139,15 @@ def check_negatives(model: str, config) -> None:
                           "sample_num: 1}, or loss_type to CE")
 
 
+def check_heads(model: str, config) -> None:
+    """RecBole's transformers (SASRec, BERT4Rec, FEARec, ...) split `hidden_size` among `n_heads` heads and fail
+    while the model is built when it does not divide; refused here, before any run folder."""
+    width, heads = (config[key] if key in config else None for key in ("hidden_size", "n_heads"))
+    if isinstance(width, int) and isinstance(heads, int) and heads > 0 and width % heads:
+        raise ConfigError(f"{model}: hidden_size ({width}) must be a multiple of n_heads ({heads}): each attention head "
+                          f"gets hidden_size / n_heads features")
+
+
 def logged_failure(model: str, exc: BaseException) -> str:
     """Log a run's failure in its own code and return its one-line reason: with the traceback, or, for a known
     cause (`failure_hint`), one line on the console and the traceback in run.log only."""
