@@ -68,6 +68,8 @@ def bad_input(session: Session) -> str:
     typo.write_text("models: [BPR]\ndatasets: [ml-100k]\nparams:\n  embedding_sise: [16, 32]\n")
     parts = [session.run(f"python run_experiments.py --set {setting}", ["run_experiments.py", "--set", setting])
              for setting in ("hiden_size=16", "epochs=-1", "learner=adamm")]
+    parts.append(session.run("python run_experiments.py --set 'eval_args={mode: uni0}'",
+                             ["run_experiments.py", "--set", "eval_args={mode: uni0}"]))
     parts.append(session.run("python run_experiments.py --grid typo.yaml", ["run_experiments.py", "--grid", str(typo)]))
     parts.append(session.run("python run_experiments.py --set valid_metric=NDCG@50",
                              ["run_experiments.py", "--set", "valid_metric=NDCG@50"]))

@@ -324,3 +324,23 @@ def test_what_the_early_checks_read_from_recboles_files_is_what_recbole_has():
     assert METRICS == sorted(metrics_dict)
     assert {"epochs", "learning_rate", "n_layers", "MAX_ITEM_LIST_LENGTH", "progress_every"} <= recbole_keys()
     assert canonical_model("sasrec") == "SASRec" and recbole_model_defaults_file("SASRec")["n_layers"] == 2
+
+
+@pytest.mark.parametrize("setting, value, expected", [
+    ("hidden_act", "foo", "hidden_act 'foo' is not an activation RecBole's transformers have; choose one of gelu,"),
+    ("loss_type", "XYZ", "loss_type 'XYZ' is not a loss RecBole's models have; choose BPR or CE"),
+    ("eval_args", {"order": "XX"}, "eval_args order 'XX' is not an order RecBole has; choose RO (random) or TO (time)"),
+    ("eval_args", {"mode": "uni0"}, "eval_args mode 'uni0' is not a mode RecBole has"),  # RecBole: ranked against nothing
+    ("eval_args", {"mode": {"valid": "full", "test": "unif100"}}, "eval_args mode 'unif100' is not a mode"),
+    ("eval_args", {"split": {"LS": "valid_and_tes"}}, "eval_args split {'LS': 'valid_and_tes'} is not a split RecBole has"),
+    ("eval_args", {"split": {"RS": [0.8, -0.1, 0.3]}}, "is not a split RecBole has; give {RS: [0.8, 0.1, 0.1]} (ratios)"),
+])
+def test_a_value_outside_what_recbole_reads_is_named_before_it_is_imported(setting, value, expected):
+    assert any(expected in problem for problem in impossible_values({setting: value}))
+
+
+def test_every_value_recbole_and_the_packaged_layers_use_is_possible():
+    for params in ({"hidden_act": "gelu", "loss_type": "CE"}, {"loss_type": "BCE"}, {"loss_type": "NLL"},
+                   {"eval_args": {"split": {"RS": [8, 1, 1]}, "order": "RO", "group_by": None, "mode": "labeled"}},
+                   {"eval_args": {"split": {"LS": "valid_and_test"}, "order": "TO", "mode": {"valid": "uni100", "test": "pop50"}}}):
+        assert impossible_values(params) == [], params

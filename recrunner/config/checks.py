@@ -24,6 +24,7 @@ import yaml
 from .params import (CONTEXT_UNDECLARED_KEYS, RECBOLE_DERIVED_KEYS, RECBOLE_UNDECLARED_KEYS, RECRUNNER_DEFAULTS,
                      RECRUNNER_KEYS, coerce_value, unknown_metric)
 from ..core.errors import ConfigError
+from .choices import choice_problem
 
 FAST_PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # fast mode's autocast dtypes (recrunner.training.fast.plan)
 SWITCH = ("auto", True, False)  # a setting decided per device or model unless true or false (fast_compile, ...)
@@ -46,6 +47,9 @@ def impossible_values(params: Mapping[str, Any]) -> list[str]:
         if value is None:
             continue
         name = key.rsplit(".", 1)[-1]
+        if problem := choice_problem(key, value):  # hidden_act, loss_type, eval_args (config/choices.py)
+            problems.append(problem)
+            continue
         if key == "read_loss_every":  # recrunner.training.loop.losses
             problems += [problem] if (problem := read_loss_every_problem(value)) else []
             continue

@@ -126,6 +126,12 @@ def failure_hint(model: str, exc: BaseException) -> str | None:
 _OWN_NEGATIVES = frozenset({"BERT4Rec", "GRU4RecCPR", "SASRecCPR"})
 
 
+def check_model_settings(model: str, config) -> None:
+    """What RecBole's configuration of `model` takes and the model then fails on (`check_negatives`, `check_heads`)."""
+    check_negatives(model, config)
+    check_heads(model, config)
+
+
 def check_negatives(model: str, config) -> None:
     """RecBole refuses `loss_type: CE` with sampled negatives but takes `loss_type: BPR` without any, and a
     sequential model's BPR loss then fails at its first batch (KeyError: 'neg_item_id'): refused here."""

@@ -21,7 +21,7 @@ from ..config.params import (NOT_IDENTITY_KEYS, RECRUNNER_DEFAULTS, check_overri
 from ..data.files import check_additional_files, check_atomic_files, check_labels, dataset_settings, resolve_data_path
 from ..core.errors import ConfigError
 from ..training.families.layers import pretraining_stages
-from .models import check_heads, check_negatives, check_requirements, context_aware, resolve_model, trainer_class_for
+from .models import check_model_settings, check_requirements, context_aware, resolve_model, trainer_class_for
 from ..core.layout import OutputPaths, RunPaths
 from ..config.run_id import fingerprint, make_run_id
 from ..seams.config import honour_data_path, recbole_argv_cleared, recbole_model_defaults
@@ -111,8 +111,7 @@ def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
     if setting(config, "deterministic"):
         deterministic_environment()  # before CUDA starts in this process (recrunner.training.loop.device)
     check_valid_metric(config)
-    check_negatives(model, config)
-    check_heads(model, config)
+    check_model_settings(model, config)
     check_additional_files(config)
     check_atomic_files(config)
     check_labels(config)
