@@ -118,25 +118,25 @@ def check_additional_files(config) -> None:
     """The files beside .inter that the model reads must exist before RecBole reads anything: a knowledge-aware
     model's .kg and .link (RecBole fails inside the data build without them), each `additional_feat_suffix`
     file (KSR's .ent...)."""
-    folder = Path(config["data_path"])
     if knowledge_aware(config):
-        missing = [folder / f"{config['dataset']}.{suffix}" for suffix in ("kg", "link")
-                   if not (folder / f"{config['dataset']}.{suffix}").is_file()]
-        if missing:
+        if missing := _missing_files(config, ("kg", "link")):
             raise DatasetNotFoundError(
                 f"{config['model']} is knowledge-aware: it needs {' and '.join(map(str, missing))} (.kg: "
                 f"{config['HEAD_ENTITY_ID_FIELD']}, {config['RELATION_ID_FIELD']}, {config['TAIL_ENTITY_ID_FIELD']}; "
                 f".link: {config['ITEM_ID_FIELD']}, {config['ENTITY_ID_FIELD']}; ml-100k has both): supply them "
                 f"({page('models')}) or point --data-path at a folder that has them")
-    suffixes = _additional_suffixes(config)
-    missing = [folder / f"{config['dataset']}.{suffix}" for suffix in suffixes
-               if not (folder / f"{config['dataset']}.{suffix}").is_file()]
-    if missing:
+    if missing := _missing_files(config, _additional_suffixes(config)):
         columns = config["load_col"].get(missing[0].suffix[1:]) if isinstance(config["load_col"], dict) else None
         described = f" with columns {', '.join(columns)}" if columns else ""
         raise DatasetNotFoundError(
             f"{config['model']} needs {', '.join(map(str, missing))} (additional_feat_suffix){described}: "
             f"supply the file ({page('models', 'Knowledge-aware sequential models')}) or point --data-path at a folder that has it")
+
+
+def _missing_files(config, suffixes) -> list[Path]:
+    """The dataset's files with these suffixes that are not in its folder."""
+    paths = [Path(config["data_path"]) / f"{config['dataset']}.{suffix}" for suffix in suffixes]
+    return [path for path in paths if not path.is_file()]
 
 
 def check_labels(config) -> None:
