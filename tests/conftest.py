@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 from recrunner import Workspace
 
@@ -152,3 +153,22 @@ def trainer_and_data(workspace, model_name: str, params: dict, callbacks=()):
     init_seed(config["seed"], config["reproducibility"])
     model = get_model(model_name)(config, train._dataset).to(config["device"])
     return prepared.trainer_class(config, model, callbacks=callbacks), train, valid, test
+
+
+class OnAnotherDevice(torch.Tensor):
+    """A CPU test's stand-in for a tensor on another device than the ordinary tensors beside it (the
+    positives on the host while the scores are on a GPU): an operation that mixes it with an ordinary
+    tensor of one or more dimensions fails as torch's device check does; `.to(...)` brings it over as
+    an ordinary tensor. For the CUDA paths CI cannot run."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        from torch.utils._pytree import tree_leaves
+
+        kwargs = kwargs or {}
+        if func in (torch.Tensor.to, torch.Tensor.cpu, torch.Tensor.cuda):
+            return super().__torch_function__(func, types, args, kwargs).as_subclass(torch.Tensor)
+        tensors = [leaf for leaf in tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
+        if any(isinstance(t, cls) for t in tensors) and any(not isinstance(t, cls) and t.dim() > 0 for t in tensors):
+            raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices ({func.__name__})")
+        return super().__torch_function__(func, types, args, kwargs)

@@ -114,3 +114,22 @@ def test_a_validation_of_one_user_a_batch_has_recbole_s_hits_and_metrics(workspa
     split_when_out_of_memory(trainer)
     assert len(valid) > 400 and dict(trainer.evaluate(valid, load_best_model=False)) == dict(ours)
     assert torch.equal(hits[0], hits[1]) and len(hits[0]) == len(valid)
+
+
+def test_positives_on_the_host_are_counted_against_top_k_on_the_device(workspace):
+    """What a GPU run met: RecBole's loaders give each batch's positives on the host while its scores are
+    on the GPU (RecBole indexes the scores' matrix with them); the group's hits are built on the scores'
+    device, with RecBole's values."""
+    from recbole.evaluator.collector import Collector
+
+    from tests.conftest import OnAnotherDevice
+
+    config = _config(workspace, metrics=["Recall", "NDCG"], topk=[5, 10], valid_metric="Recall@10")
+    recbole, ours = Collector(config), Collector(config)
+    collect_once(ours)
+    for scores, positive_u, positive_i in _batches():
+        recbole.eval_batch_collect(scores, None, positive_u, positive_i)
+        ours.eval_batch_collect(scores.clone(), None, positive_u.as_subclass(OnAnotherDevice),
+                                positive_i.as_subclass(OnAnotherDevice))
+    got, expected = ours.get_data_struct()["rec.topk"], recbole.get_data_struct()["rec.topk"]
+    assert type(got) is torch.Tensor and torch.equal(got, expected)

@@ -126,12 +126,15 @@ def top_k_hits(topk: torch.Tensor, group: list, rows: int) -> torch.Tensor:
     """RecBole's `rec.topk` of a group's batches: per row, whether each of its top k is a positive
     (int32, as RecBole's gather from its int32 matrix), then the row's count of distinct positives
     (int64, as its sum), concatenated (int64); from the positives' (row, item) pairs, without the
-    matrix of every row's scores RecBole fills for each batch (pure)."""
+    matrix of every row's scores RecBole fills for each batch (pure). The positives may be on the host
+    while the scores are on the device (RecBole's loaders give them so; it indexes with them): moved once
+    per group."""
     items, device = group[0].items, topk.device
     lengths = torch.tensor([len(part.positive_u) for part in group])
     shift = torch.repeat_interleave(torch.tensor([part.first_row for part in group]), lengths).to(device)
-    pairs = torch.unique((torch.cat([part.positive_u for part in group]) + shift) * items
-                         + torch.cat([part.positive_i for part in group]))
+    positive_u = torch.cat([part.positive_u for part in group]).to(device)
+    positive_i = torch.cat([part.positive_i for part in group]).to(device)
+    pairs = torch.unique((positive_u + shift) * items + positive_i)
     counts = torch.bincount(torch.div(pairs, items, rounding_mode="floor"), minlength=rows).unsqueeze(1)
     hits = torch.isin(torch.arange(rows, device=device).unsqueeze(1) * items + topk, pairs).to(torch.int)
     return torch.cat((hits, counts), dim=1)
