@@ -106,7 +106,7 @@ def build(fast: bool, model: str, dataset: str, data_path: str | None, workdir: 
     vectorise_loaders(loaders, place_tables(config, loaders))  # what every run's loaders do (seams/loaders.py)
     train, valid, _ = loaders
     init_seed(config["seed"], config["reproducibility"])
-    trainer = CustomTrainer(config, ready_model(model_class(model)(config, train._dataset)))
+    trainer = CustomTrainer(config, ready_model(model_class(model)(config, train._dataset).to(config["device"])))
     trainer.eval_collector.data_collect(train)
     assert not torch.is_anomaly_enabled(), "anomaly detection on: the model was not built as runs build it"
     return trainer, train, valid

@@ -45,7 +45,7 @@ def _build(model: str, dataset: str, data_path: str | None):
         config = Config(model=model, dataset=dataset, config_dict=params)
     init_seed(config["seed"], config["reproducibility"])
     train, _, _ = data_preparation(config, create_dataset(config))
-    trainer = CustomTrainer(config, model_class(model)(config, train._dataset))
+    trainer = CustomTrainer(config, model_class(model)(config, train._dataset).to(config["device"]))
     return config, train, trainer
 
 

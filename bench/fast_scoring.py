@@ -45,7 +45,7 @@ def trained(model: str, seed: int, bf16: bool, epochs: int):
     init_seed(config["seed"], config["reproducibility"])
     train, _, test = data_preparation(config, create_dataset(config))
     init_seed(config["seed"], config["reproducibility"])
-    trainer = CustomTrainer(config, model_class(model)(config, train._dataset))
+    trainer = CustomTrainer(config, model_class(model)(config, train._dataset).to(config["device"]))
     trainer.eval_collector.data_collect(train)
     for epoch in range(epochs):
         trainer.epoch = epoch

@@ -13,7 +13,7 @@ joined by "+" run at the same time: only steps that time nothing should share th
           devices) with the device visible
   fast    the main job with --fast, 3 epochs (on a GPU its step recorded as CUDA graphs: cuda_graph_step
           auto); on a GPU again with the eager step (cuda_graph_step: false, its compile from the
-          cache), and with torch.compile's CUDA graphs (fast_cuda_graphs: true)
+          cache)
   profile where a batch's time goes (bench/profile_batches.py) in exact and fast mode (on a GPU also
           with its step recorded as CUDA graphs): wall time,
           GPU kernel time, kernels launched and host waits per batch, the operators with the most host
@@ -326,7 +326,8 @@ def recorded(check: Check, sweep: str) -> dict:
     if metrics is None:
         return {}
     record = json.loads(metrics.read_text())
-    history = [json.loads(line) for line in (metrics.parent / "history.jsonl").read_text().splitlines()]
+    history_file = metrics.parent / "history.jsonl"  # none where the run failed before its first validation
+    history = [json.loads(line) for line in history_file.read_text().splitlines()] if history_file.is_file() else []
     epochs = [line for line in history if line.get("epoch", -1) >= 0 and "seconds" in line]
     return {"epoch_seconds": [line["seconds"] for line in epochs],
             "train_seconds": [line["train_seconds"] for line in epochs if "train_seconds" in line],
@@ -449,12 +450,7 @@ def fast(check: Check) -> dict:
                  "--fast, eager step, GPU busy": step_busy.text(),
                  "--fast, eager step, compile s": _compile(step, cache),
                  "--fast, eager step, test metrics": _agree(step, run, "equal to --fast's")})
-    cache = _cache(check)
-    graphs, graphs_busy = check.timed_run("main-fast-graphs", {**check.job(3), "fast_cuda_graphs": True}, "--fast", timeout=420)
-    return {**rows, "--fast with CUDA graphs, s/epoch": _seconds(graphs),
-            "--fast with CUDA graphs, s/epoch training": _seconds(graphs, "train_seconds"), "--fast with CUDA graphs, GPU busy": graphs_busy.text(),
-            "--fast with CUDA graphs, compile s": _compile(graphs, cache),
-            "--fast with CUDA graphs, test ndcg@10": str(graphs.get("test", {}).get("ndcg@10"))}
+    return rows  # torch.compile's own CUDA graphs (fast_cuda_graphs): 1.64-1.84 s of training against 1.46 s, two leases
 
 
 MODELS = {"GRU4Rec": {"embedding_size": 8, "hidden_size": 8, "MAX_ITEM_LIST_LENGTH": 10},  # issue 46: their exact
