@@ -11,7 +11,7 @@ import torch
 from recrunner import ConfigError, Experiment, Workspace, run_experiment
 from recrunner.training.fast import facts
 from recrunner.training.fast import plan as fast
-from recrunner.training.fast.apply import FastMethod, accelerate, scaled_loss
+from recrunner.training.fast.apply import FastMethod, accelerate, counted_loss_compiles, scaled_loss
 from recrunner.training.loop.optimizer import OptimizerStep
 from recrunner.training.callbacks.history import read_history
 from recrunner.training.fast.plan import FastPlan, choose, cpu_has_native_bf16, plan_text, same_plan_key
@@ -301,6 +301,22 @@ def test_a_loss_that_counts_its_steps_compiles_once_not_at_every_step(caplog):
     assert dynamo_counters["stats"]["unique_graphs"] - graphs <= 2  # one per step (4) with the count a constant
     assert model.update == 4
     assert torch.allclose(losses[-1], model.linear(x).sum() * 0.4, atol=1e-5)
+
+
+def test_before_torch_2_13_a_loss_that_counts_its_steps_runs_eagerly(caplog, monkeypatch):
+    """torch 2.11 compiled the test above's loss to 0 (the GPU check of 2026-11-29): there, such a loss
+    runs eagerly with a warning, and the model's scores stay compiled."""
+    assert [counted_loss_compiles(v) for v in ("2.11.0+cu130", "2.12.1", "2.13.0+cpu", "2.13.0a0+git", "2.14.1", "3.0")] \
+        == [False, False, True, True, True, True]
+    monkeypatch.setattr(torch, "__version__", "2.11.0+cu130")
+    model = _Counting()
+    with caplog.at_level("INFO", logger="recrunner"):
+        accelerate(model, FastPlan("fp32", compile=True))
+    assert "_Counting's loss changes self.update, and torch 2.11.0+cu130 compiles such a loss wrongly" in caplog.text
+    assert model.calculate_loss.compiled is None and "compiled as a symbol" not in caplog.text
+    x = torch.randn(3, 4)
+    losses = [model.calculate_loss(x) for _ in range(4)]
+    assert torch.allclose(losses[-1], model.linear(x).sum() * 0.4, atol=1e-6)
 
 
 def test_a_compiler_failure_falls_back_to_eager_with_one_line(caplog):

@@ -101,7 +101,8 @@ def test_a_fast_run_of_a_general_model_validates_in_wide_batches_with_the_same_m
     params = {**TINY_BPR, "epochs": 1, "eval_batch_size": 1683}  # ml-100k [10,60]: one user a batch
     exact = run_experiment(Experiment("BPR", "ml-100k", params), workspace, console=False)
     other = Workspace(tmp_path / "fast", workspace.data_path, workspace.config_dir)
-    fast = run_experiment(Experiment("BPR", "ml-100k", {**params, "fast": True}), other, console=False)
+    training_as_exact = {"fast_precision": "fp32", "fast_compile": False, "fast_negatives": "numpy"}  # a GPU's defaults: bf16, torch's negatives
+    fast = run_experiment(Experiment("BPR", "ml-100k", {**params, "fast": True, **training_as_exact}), other, console=False)
     log = (fast.run_dir / "run.log").read_text()
     assert "fast mode: full-sort evaluation in batches of 256 users (1 a batch at eval_batch_size 1683" in log
     assert "full-sort evaluation in batches" not in (exact.run_dir / "run.log").read_text()  # exact mode: never

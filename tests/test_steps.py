@@ -149,11 +149,24 @@ def _same_run(reference, resumed, stepped=True):
     assert resumed.status == "ok" and resumed.test == reference.test and resumed.best_valid == reference.best_valid
     strip = lambda r: [{k: v for k, v in line.items() if k not in ("time", "seconds", "train_seconds")}
                        for line in read_history(r.run_dir / "history.jsonl")]
-    assert strip(resumed) == strip(reference)
+    assert _same(strip(resumed), strip(reference))
     for tag in ("Valid/score", "Train/Loss", "Train/LR"):
-        assert read_scalars(resumed.run_dir)[tag] == read_scalars(reference.run_dir)[tag]
+        assert _same(read_scalars(resumed.run_dir)[tag], read_scalars(reference.run_dir)[tag])
     if stepped:  # the step axis: the killed process's points up to its checkpoint, then the resumed one's
-        assert read_scalars(resumed.run_dir / "steps") == read_scalars(reference.run_dir / "steps")
+        assert _same(read_scalars(resumed.run_dir / "steps"), read_scalars(reference.run_dir / "steps"))
+
+
+def _same(got, expected) -> bool:
+    """Equal; on a GPU, floats to 1e-6 relative: two uninterrupted runs of BPR there differ in a loss's last
+    bits (its embeddings' gradients summed by atomic adds; 1.0e-9 relative after a resume in the GPU check of 2026-11-29),
+    which `deterministic: true` cannot fix for BPR (index_add_cuda_ has no deterministic kernel)."""
+    if isinstance(expected, dict):
+        return isinstance(got, dict) and got.keys() == expected.keys() and all(_same(got[k], expected[k]) for k in expected)
+    if isinstance(expected, (list, tuple)):
+        return isinstance(got, (list, tuple)) and len(got) == len(expected) and all(map(_same, got, expected))
+    if isinstance(expected, float) and torch.cuda.is_available():
+        return got == pytest.approx(expected, rel=1e-6, abs=0)
+    return got == expected
 
 
 @pytest.mark.parametrize("model, extra", [

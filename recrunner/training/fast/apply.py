@@ -10,7 +10,9 @@ logs the plan in one line.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
+import re
 
 import torch
 
@@ -151,6 +153,7 @@ def accelerate(model: torch.nn.Module, plan: FastPlan) -> list[str]:
     if plan.model_unchanged:
         return []
     counted = counters(model) if plan.compile else []
+    eager_loss = bool(counted) and not counted_loss_compiles(str(torch.__version__))
     if plan.compile:
         _eager_random()
         _constant_floats()
@@ -160,9 +163,15 @@ def accelerate(model: torch.nn.Module, plan: FastPlan) -> list[str]:
         method = getattr(model, name, None)
         if method is None or isinstance(method, FastMethod):
             continue
-        setattr(model, name, FastMethod(method, plan, scoring=name != "calculate_loss", counted=counted, book=book))
+        eager = eager_loss and name == "calculate_loss"
+        setattr(model, name, FastMethod(method, dataclasses.replace(plan, compile=False, cuda_graphs=False) if eager else plan,
+                                        scoring=name != "calculate_loss", counted=counted, book=book))
         wrapped.append(name)
-    if counted and wrapped:
+    if eager_loss and wrapped:
+        logger.warning(f"fast mode: {type(model).__name__}'s loss changes {', '.join('self.' + n for n in counted)}, and torch "
+                       f"{torch.__version__} compiles such a loss wrongly (torch 2.11 returned a loss of 0), so it runs "
+                       "eagerly; torch >= 2.13 compiles it")
+    elif counted and wrapped:
         logger.info(f"fast mode: {type(model).__name__}'s loss changes {', '.join('self.' + n for n in counted)}, "
                     "compiled as a symbol (one graph, not one per value)"
                     + ("; its loss is not replayed as CUDA graphs (one per value)" if plan.cuda_graphs else ""))
@@ -171,6 +180,14 @@ def accelerate(model: torch.nn.Module, plan: FastPlan) -> list[str]:
     if plan.last_layer:
         last_layer_only(model)
     return wrapped
+
+
+def counted_loss_compiles(version: str) -> bool:
+    """Whether torch `version` compiles a loss that raises a step count (`source.counters`) correctly with the
+    count a symbol (pure). torch 2.13 does (tests/test_fast.py, CI); torch 2.11.0+cu130 returned a loss of 0
+    from the same test (the GPU check of 2026-11-29, an H200), so before 2.13 such a loss runs eagerly."""
+    found = re.match(r"(\d+)\.(\d+)", version)
+    return found is not None and (int(found[1]), int(found[2])) >= (2, 13)
 
 
 def _eager_random() -> None:
