@@ -334,6 +334,7 @@ def recorded(check: Check, sweep: str) -> dict:
             "test": record.get("test") or {}, "peak_mb": (record.get("device") or {}).get("peak_memory_mb"),
             "status": record["status"], "compile_seconds": record.get("compile_seconds"),
             "compile_phases": record.get("compile_phases") or {},
+            "compile_cache": record.get("compile_cache") or {},
             "train_windows": train_windows(history),
             "fast_plan": _plan((record.get("provenance") or {}).get("fast")),
             "graphs": [found.group(1) for line in _log(metrics.parent)
@@ -346,6 +347,8 @@ def _log(run_dir: Path) -> list[str]:
 
 
 def _compile(run: dict, cache: str = "") -> str:
+    from recrunner.training.fast.compile_clock import describe_cache
+
     seconds = run.get("compile_seconds")
     if "stopped" in run:
         return _stopped(run)
@@ -354,7 +357,8 @@ def _compile(run: dict, cache: str = "") -> str:
     if seconds is None:
         return _s(seconds)
     phases = ", ".join(f"{name} {value:.1f}" for name, value in run.get("compile_phases", {}).items())  # where it went
-    return _s(seconds) + "".join(f" ({note})" for note in (cache, phases) if note)
+    held = describe_cache(run.get("compile_cache") or {}).removeprefix("; ")  # what the cache spared, graph by graph
+    return _s(seconds) + "".join(f" ({note})" for note in (cache, phases, held) if note)
 
 
 def _cache(check: Check) -> str:

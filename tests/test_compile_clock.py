@@ -2,7 +2,8 @@
 
 import torch
 
-from recrunner.training.fast.compile_clock import PHASES, CompileClock, compile_phases, describe_phases
+from recrunner.training.fast.compile_clock import (PHASES, CompileClock, CompileReading, cache_counts, compile_phases,
+                                                   describe_cache, describe_phases)
 
 
 def test_the_phases_are_what_torch_counted_between_two_snapshots_and_only_those_that_took_time():
@@ -23,3 +24,32 @@ def test_the_clock_counts_a_compile_of_this_torch_by_its_phases(monkeypatch, tmp
     assert phases["total"] > 0 and {"capture", "autograd's graph", "forward", "backward"} <= set(phases), phases
     assert set(phases) <= {"total", *(name for name, _ in PHASES)}
     assert clock.seconds() == phases["total"]  # nothing compiled since
+
+
+def test_what_the_caches_held_is_counted_between_two_snapshots_and_said_in_one_clause():
+    before = {"fxgraph_cache_hit": 3, "fxgraph_cache_miss": 1, "autograd_cache_miss": 2}
+    after = {"fxgraph_cache_hit": 5, "fxgraph_cache_miss": 5, "fxgraph_cache_bypass": 1, "autograd_cache_miss": 4,
+             "autograd_cache_saved": 2}
+    cache = cache_counts(before, after)
+    assert cache == {"graphs found": 2, "graphs compiled": 4, "graphs bypassed": 1, "autograd graphs compiled": 2}
+    assert describe_cache(cache) == "; the compiler's cache held 2 of 7 graphs, 0 of 2 autograd graphs"
+    assert cache_counts(after, after) == {} and describe_cache({}) == ""
+    reading = CompileReading(35.9, {"capture": 3.6, "forward": 10.9}, {"graphs found": 0, "graphs compiled": 4})
+    assert reading.line() == "fast mode: compiling took 35.9s of this run (capture 3.6 s, forward 10.9 s); " \
+                             "the compiler's cache held 0 of 4 graphs"
+
+
+def test_the_clock_reads_this_torch_s_cache_counters(monkeypatch, tmp_path):
+    """A sweep cell on an H200 compiled for 35.9 s with the cache filled by a run of the same model (the GPU
+    check of 2026-11-29): a run says what its cache held. torch still counts under the names read here."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    step = lambda x: torch.nn.functional.silu(x * 3).sum()  # noqa: E731
+    first = CompileClock()
+    torch.compile(step, dynamic=True)(torch.randn(5, requires_grad=True)).backward()
+    compiled = first.read().cache
+    assert compiled.get("graphs compiled", 0) >= 1 and not compiled.get("graphs found"), compiled
+    torch._dynamo.reset()  # as a new process: only the cache on disk remembers
+    again = CompileClock()
+    torch.compile(step, dynamic=True)(torch.randn(5, requires_grad=True)).backward()
+    found = again.read().cache
+    assert found.get("graphs found", 0) + found.get("autograd graphs found", 0) >= 1, found

@@ -39,7 +39,7 @@ from ..core.files import write_config
 from .runlog import run_logging
 from ..seams.models import built_model, model_class as recbole_model_class, ready_model
 from .hparams_columns import write_experiment
-from ..training.fast.compile_clock import CompileClock, describe_phases
+from ..training.fast.compile_clock import CompileClock
 from ..training.fast.plan import loader_settings, share_compile_cache
 from ..training.logging.tensorboard import NullWriter, RunWriter
 
@@ -204,9 +204,9 @@ def _fit_and_test(trainer, train_data, valid_data, test_data, record: RunRecord,
     per_user.save(paths.valid_per_user, per_user.of_validation(trainer, valid_data))
     record.test = {k: float(v) for k, v in test_result.items()}
     if compiling is not None:  # the compiler's cache makes a second run of the model compile in seconds
-        phases = compiling.phases()
-        record.compile_seconds, record.compile_phases = phases.pop("total"), phases
-        logger.info(f"fast mode: compiling took {record.compile_seconds:.1f}s of this run{describe_phases(phases)}")
+        reading = compiling.read()
+        record.compile_seconds, record.compile_phases, record.compile_cache = reading
+        logger.info(reading.line())
     return Status.OK, None
 
 

@@ -85,6 +85,7 @@ class RunRecord:
     test_seconds: float | None = None
     compile_seconds: float | None = None            # fast mode: torch.compile's share of train and test
     compile_phases: dict = field(default_factory=dict)  # its parts: capture, autograd's graph, forward, backward (compile_clock.py)
+    compile_cache: dict = field(default_factory=dict)  # graphs the compiler's cache held, and those it compiled (compile_clock.py)
 
     @property
     def seconds(self) -> float | None:

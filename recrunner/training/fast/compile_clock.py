@@ -1,12 +1,16 @@
-"""What a run spends compiling, from torch's own count of its compiles, and where it goes.
+"""What a run spends compiling, from torch's own count of its compiles, where it goes, and what the
+compiler's cache spared.
 
 torch keeps, per process, the seconds of each part of every compile it did
 (`torch._dynamo.utils.compilation_time_metrics`: a list of times per part, nested parts included
-in their parents). `CompileClock` takes a snapshot when a run starts and reads the difference
-when it ends, so a process that runs several runs counts each one's own compiles.
+in their parents) and how often its caches had a graph (`torch._dynamo.utils.counters`). `CompileClock`
+takes a snapshot when a run starts and reads the difference when it ends, so a process that runs
+several runs counts each one's own compiles.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 # the parts a reader can act on, in the order they happen: (what the run log calls it, torch's name)
 PHASES = (
@@ -17,6 +21,19 @@ PHASES = (
     ("kernels waited for", "async_compile.wait"),                   # within forward and backward: gcc or Triton
 )
 TOTAL = "_compile.compile_inner"
+# torch's caches of compiled graphs: (what the run log calls them, torch's counter group, its prefix)
+CACHES = (("graphs", "inductor", "fxgraph_cache"),                 # inductor's compiled forwards and backwards
+          ("autograd graphs", "aot_autograd", "autograd_cache"))   # forward and backward traced together
+OUTCOMES = (("found", "hit"), ("compiled", "miss"), ("bypassed", "bypass"))
+
+
+class CompileReading(NamedTuple):
+    seconds: float
+    phases: dict      # seconds per phase (compile_phases)
+    cache: dict       # what the caches held (cache_counts)
+
+    def line(self) -> str:
+        return f"fast mode: compiling took {self.seconds:.1f}s of this run{describe_phases(self.phases)}{describe_cache(self.cache)}"
 
 
 class CompileClock:
@@ -24,10 +41,14 @@ class CompileClock:
     this torch keeps no such count."""
 
     def __init__(self):
-        self.start = _metrics()
+        self.start, self.cache_start = _metrics(), _cache_counters()
 
     def phases(self) -> dict[str, float]:
         return compile_phases(self.start, _metrics())
+
+    def read(self) -> CompileReading:
+        phases = self.phases()
+        return CompileReading(phases.pop("total"), phases, cache_counts(self.cache_start, _cache_counters()))
 
     def seconds(self) -> float:
         return self.phases()["total"]
@@ -45,6 +66,30 @@ def describe_phases(phases: dict[str, float]) -> str:
     """The run log's clause (pure): ' (capture 5.1 s, forward 10.2 s, ...)', or '' without phases."""
     parts = [f"{name} {seconds:.1f} s" for name, seconds in phases.items() if name != "total"]
     return f" ({', '.join(parts)})" if parts else ""
+
+
+def cache_counts(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """What torch's caches did between two snapshots of its counters (pure): "graphs found", "graphs
+    compiled", "graphs bypassed" (not cacheable), and the same of autograd's graphs; those that happened."""
+    counts = {f"{name} {word}": after.get(f"{prefix}_{key}", 0) - before.get(f"{prefix}_{key}", 0)
+              for name, _, prefix in CACHES for word, key in OUTCOMES}
+    return {name: count for name, count in counts.items() if count}
+
+
+def describe_cache(cache: dict[str, int]) -> str:
+    """The run log's clause (pure): '; the compiler's cache held 2 of 6 graphs, 1 of 2 autograd graphs', or ''."""
+    held = [f"{cache.get(name + ' found', 0)} of {sum(cache.get(f'{name} {word}', 0) for word, _ in OUTCOMES)} {name}"
+            for name, _, _ in CACHES if any(cache.get(f"{name} {word}") for word, _ in OUTCOMES)]
+    return f"; the compiler's cache held {', '.join(held)}" if held else ""
+
+
+def _cache_counters() -> dict[str, int]:
+    """torch's counts so far of its graph caches' lookups."""
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:
+        return {}
+    return {key: int(count) for _, group, _ in CACHES for key, count in counters[group].items()}
 
 
 def _metrics() -> dict[str, float]:
