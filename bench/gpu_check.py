@@ -10,7 +10,8 @@ joined by "+" run at the same time: only steps that time nothing should share th
           against an uninterrupted one, in default and in deterministic mode: every epoch's
           loss (history.jsonl) and every user's test metrics (test_per_user.npz) compared
   tests   the tests that touch devices (resume, equivalence, fast, steps, checkpoints, interrupts,
-          devices) with the device visible
+          devices, placement, graphed steps, the collector, host loops, the last layer, negatives, loss
+          reads, dropout masks) with the device visible
   fast    the main job with --fast, 3 epochs (on a GPU its step recorded as CUDA graphs: cuda_graph_step
           auto); on a GPU again with the eager step (cuda_graph_step: false, its compile from the
           cache)
@@ -65,7 +66,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 DEVICE_TESTS = ["tests/test_resume.py", "tests/test_equivalence.py", "tests/test_fast.py", "tests/test_steps.py",
                 "tests/test_checkpoint.py", "tests/test_interrupts.py", "tests/test_devices.py",
-                "tests/test_placement.py", "tests/test_graph_step.py"]
+                "tests/test_placement.py", "tests/test_graph_step.py",
+                # added since the last lease that ran them (2026-11-27), each a GPU run's path: CPU-built positives
+                # met GPU scores in test_collector's code there (2026-11-29)
+                "tests/test_collector.py", "tests/test_host_loops.py", "tests/test_fast_last_layer.py",
+                "tests/test_negatives.py", "tests/test_loss_reads.py", "tests/test_fast_dropout.py"]
 TINY = {"hidden_size": 16, "inner_size": 32, "n_layers": 1, "n_heads": 1, "MAX_ITEM_LIST_LENGTH": 10,
         "user_inter_num_interval": "[10,60]"}
 QUICK = {"hidden_size": 32, "inner_size": 64, "n_layers": 1, "n_heads": 1, "MAX_ITEM_LIST_LENGTH": 20}  # configs/quick.yaml
