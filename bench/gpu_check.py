@@ -648,7 +648,13 @@ def run_step(check: Check, name: str) -> dict:
     if check.left(1e9) < 20:
         rows = {f"{name}": "SKIPPED: the check's --budget ran out"}
     else:
-        rows = STEPS[name](check)
+        try:
+            rows = STEPS[name](check)
+        except Exception as exc:  # the check's own fault on this machine: the steps after it still run
+            import traceback
+
+            traceback.print_exc()
+            rows = {name: f"FAILED: the check itself raised {type(exc).__name__}: {exc} (see gpu_check.txt)"}
     rows[f"{name}: step time"] = f"{time.perf_counter() - began:.0f} s"
     (check.out / "steps" / f"{name}.json").write_text(json.dumps(rows, indent=1))
     print(f"gpu_check: {name} done in {time.perf_counter() - began:.0f} s", flush=True)

@@ -87,6 +87,25 @@ def test_a_run_the_budget_stopped_is_named_so_and_not_a_failure():
         "36 s (from the cache of earlier runs) (the compiler's cache held 0 of 4 graphs, 0 of 2 autograd graphs)"
 
 
+def test_a_step_that_raises_is_a_failed_row_and_the_steps_after_it_still_run(monkeypatch, tmp_path, capsys):
+    """On an H200 a run that failed before its first validation (no history.jsonl) raised in the `models`
+    step and ended the check: `loops` and `cells` never ran in that lease's call."""
+    import argparse
+
+    check = _module("gpu_check")
+
+    def broken(_):
+        raise FileNotFoundError("no history.jsonl")
+
+    monkeypatch.setitem(check.STEPS, "models", broken)
+    monkeypatch.setitem(check.STEPS, "cells", lambda _: {"4 cells at once": "17 s"})
+    run = check.Check(argparse.Namespace(out=tmp_path, tiny=True, data_path=None, budget=None))
+    table = {**check.run_group(run, "models"), **check.run_group(run, "cells")}
+    assert table["models"] == "FAILED: the check itself raised FileNotFoundError: no history.jsonl (see gpu_check.txt)"
+    assert table["4 cells at once"] == "17 s" and "models: step time" in table
+    assert "Traceback" in capsys.readouterr().err
+
+
 def test_tiny_fast_mode_is_bf16_only_where_the_cpu_computes_bf16(monkeypatch, tmp_path):
     """Emulated bf16 (a CPU without avx512_bf16 or amx_bf16) made the CPU check's fast epochs 5x as long."""
     import argparse
