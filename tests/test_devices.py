@@ -124,6 +124,30 @@ def test_every_config_of_a_run_sees_the_run_gpu_before_cuda_is_asked(workspace, 
     assert os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] == "1"  # asking CUDA starts nothing on any GPU
 
 
+def test_a_gpu_id_that_hides_every_gpu_of_the_machine_is_refused_not_trained_on_the_cpu(workspace, monkeypatch):
+    """RecBole sets CUDA_VISIBLE_DEVICES to gpu_id: `gpu_id: 1` on a one-GPU machine hid its GPU and the
+    run trained on the CPU without a word. Here the machine's one GPU is NVML's count, stood in for."""
+    from recrunner import ConfigError, prepare
+    from recrunner.seams import device as seam
+
+    monkeypatch.setattr(seam, "machine_gpus", lambda: 1)
+    with pytest.raises(ConfigError, match=r"gpu_id '1' names no GPU of this machine, which has 1 .*use_gpu: false"):
+        prepare(Experiment("BPR", "ml-100k", {**TINY_BPR, "gpu_id": "1"}), workspace)
+    for chosen in ({"use_gpu": False}, {"gpu_id": ""}):  # the CPU chosen: no question
+        assert str(prepare(Experiment("BPR", "ml-100k", {**TINY_BPR, "gpu_id": "1", **chosen}), workspace).config["device"]) == "cpu"
+    monkeypatch.setattr(seam, "machine_gpus", lambda: 0)  # a machine without GPUs: every run on its CPU
+    assert str(prepare(Experiment("BPR", "ml-100k", {**TINY_BPR, "gpu_id": "1"}), workspace).config["device"]) == "cpu"
+    assert seam.hidden_gpus("0", True, "cuda", 1) is None
+
+
+def test_a_device_setting_which_recbole_overwrites_is_refused(workspace):
+    """RecBole sets `device` from use_gpu and gpu_id over any value: `device: cpu` trained on a GPU."""
+    from recrunner import ConfigError, prepare
+
+    with pytest.raises(ConfigError, match="device \\('cpu'\\) is set by RecBole from use_gpu and gpu_id.*use_gpu: false"):
+        prepare(Experiment("BPR", "ml-100k", {**TINY_BPR, "device": "cpu"}), workspace)
+
+
 # ---------------------------------------------------------------------- deterministic kernels
 def test_deterministic_is_part_of_the_run_and_set_for_it_alone(workspace, monkeypatch):
     from recrunner import Callback

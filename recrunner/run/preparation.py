@@ -25,7 +25,7 @@ from .models import check_model_settings, check_requirements, context_aware, res
 from ..core.layout import OutputPaths, RunPaths
 from ..config.run_id import fingerprint, make_run_id
 from ..seams.config import honour_data_path, recbole_argv_cleared, recbole_model_defaults
-from ..seams.device import run_gpu_id
+from ..seams.device import check_device, run_gpu_id
 from ..seams.environment import prepare_environment
 from ..training.loop.device import deterministic_environment
 from ..training.logging.tensorboard import default_hparams
@@ -110,13 +110,8 @@ def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
     config = _recbole_config(Config, model, experiment.dataset, config_dict)
     if setting(config, "deterministic"):
         deterministic_environment()  # before CUDA starts in this process (recrunner.training.loop.device)
-    check_valid_metric(config)
-    check_model_settings(model, config)
-    check_additional_files(config)
-    check_atomic_files(config)
-    check_labels(config)
-    default_callbacks(config)  # its settings are checked here, before anything is written
-    accumulation_steps(config)
+    check_device({**file_layers, **params}, config)
+    _check_config(model, config)
     trainer_class = trainer_class_for(model, config["MODEL_TYPE"], CustomTrainer)
     try:
         stages = pretraining_stages(model, config["train_stage"])
@@ -132,6 +127,18 @@ def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
 def _identifying(params: Mapping) -> dict:
     """`params` without the keys that never change a run's numbers (config.NOT_IDENTITY_KEYS)."""
     return {k: v for k, v in params.items() if k not in NOT_IDENTITY_KEYS}
+
+
+def _check_config(model: str, config) -> None:
+    """The resolved configuration's checks that need RecBole's Config: metrics, model settings, data files,
+    labels, the callbacks' and the optimizer's settings (each raises ConfigError)."""
+    check_valid_metric(config)
+    check_model_settings(model, config)
+    check_additional_files(config)
+    check_atomic_files(config)
+    check_labels(config)
+    default_callbacks(config)  # its settings are checked here, before anything is written
+    accumulation_steps(config)
 
 
 def _recbole_config(config_class, model, dataset, config_dict):

@@ -15,12 +15,19 @@ A run on `gpu_id: 1` thus sees one GPU, its own, as `cuda:0`: nothing is allocat
 context, no RNG state: recrunner.training.checkpoints.rng captures CUDA states only where CUDA started).
 `gpu_id` is where a run runs, not what it is: it is not part of the run's id, so a run resumes
 on another GPU. `--gpus 0,1` gives each sweep cell its own (a fresh process per cell).
+
+RecBole also sets `device` itself, from `use_gpu` and `gpu_id`, over any value given: `device: cpu` on a
+GPU machine trained on the GPU, and a `gpu_id` naming no GPU of the machine (`gpu_id: 1` with one GPU)
+hid every GPU, so the run trained on the CPU without a word. `check_device` refuses both before anything
+is written.
 """
 
 from __future__ import annotations
 
 import os
 from typing import Mapping
+
+from ..core.errors import ConfigError
 
 RECBOLE_DEFAULT_GPU = "0"  # recbole/properties/overall.yaml
 
@@ -38,3 +45,46 @@ def run_gpu_id(*layers: Mapping) -> dict:
         if layer.get("gpu_id") is not None:
             gpu_id = layer["gpu_id"]
     return {"gpu_id": gpu_id}
+
+
+def check_device(settings: Mapping, config) -> None:
+    """A ConfigError where the run would not train where its settings say: `device` given (RecBole
+    overwrites it), or a `gpu_id` that hid every GPU of the machine (`hidden_gpus`)."""
+    if "device" in settings:
+        raise ConfigError(f"device ({settings['device']!r}) is set by RecBole from use_gpu and gpu_id, over any value "
+                          "given: set use_gpu: false to train on the CPU, or gpu_id (or --gpus) to choose a GPU")
+    gpu_id, use_gpu, device = str(config["gpu_id"]), bool(config["use_gpu"]), str(config["device"])
+    if device == "cpu" and use_gpu and gpu_id.strip():  # the machine asked only then: on a CPU machine, every run
+        problem = hidden_gpus(gpu_id, use_gpu, device, machine_gpus())
+        if problem:
+            raise ConfigError(problem)
+
+
+def hidden_gpus(gpu_id: str, use_gpu: bool, device: str, gpus: int) -> str | None:
+    """Why a run would train on the CPU of a machine with `gpus` GPUs, or None (pure): RecBole made its
+    device the CPU though it was to use a GPU. use_gpu false or an empty gpu_id choose the CPU; so does a
+    machine without GPUs."""
+    if device != "cpu" or not use_gpu or not gpu_id.strip() or gpus == 0:
+        return None
+    return (f"gpu_id {gpu_id!r} names no GPU of this machine, which has {gpus} (nvidia-smi lists them): RecBole "
+            "hides the others and the run would train on the CPU; set gpu_id to one of them (or use --gpus), or "
+            "use_gpu: false to train on the CPU")
+
+
+def machine_gpus() -> int:
+    """The GPUs this machine has, whatever CUDA_VISIBLE_DEVICES says (NVML's raw count; no CUDA starts),
+    where torch is built with CUDA; else 0."""
+    import warnings
+
+    import torch
+
+    if torch.version.cuda is None:
+        return 0
+    try:
+        from torch.cuda import _raw_device_count_nvml
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch warns where NVML cannot start
+            return max(0, _raw_device_count_nvml())
+    except (ImportError, OSError, AttributeError):  # another torch, or no NVML library
+        return 0
