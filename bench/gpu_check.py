@@ -36,7 +36,8 @@ joined by "+" run at the same time: only steps that time nothing should share th
   cells   4 seeds of the quick job at once on one GPU (--gpus 0,0,0,0 --workers 4) against one at a time:
           the commands' seconds, and the cells' from the first start to the last end (sweep.jsonl)
   seeds   the main job, 3 epochs, seeds 1-3, exact and --fast (one sweep): fast mode's test NDCG@10
-          against exact mode's range over the same seeds
+          against exact mode's range over the same seeds, and each fast cell's compile and what the
+          compiler's cache held for it (a sweep's first cell compiled for 36 s with the cache filled)
 A GPU busy share is nvidia-smi's over the whole run (its start, data, compile and evaluation too), then
 over the training of its epochs after the first (from history.jsonl's times: issue 46's 80% is for training).
 Every compile time says whether the compiler's cache (the runs folder's, which all steps share) was
@@ -538,7 +539,9 @@ def seeds(check: Check) -> dict:
              for mode in ("exact", "--fast")}
     if code != 0 or any(len(values) < 3 for values in found.values()):
         return {"seeds, test ndcg@10": "FAILED (see logs/)"}
-    return {"seeds, test ndcg@10": seed_spread(found["exact"], found["--fast"])}
+    compiled = sorted((run for run in runs if run.get("compile_seconds") is not None), key=lambda run: run.get("started") or "")
+    return {"seeds, test ndcg@10": seed_spread(found["exact"], found["--fast"]),  # each cell's compile, in the order they ran
+            "seeds, --fast compile s": "; ".join(_compile(run) for run in compiled) or "not compiled"}
 
 
 def seed_spread(exact: dict, fast: dict) -> str:
