@@ -66,6 +66,11 @@ def hidden_gpus(gpu_id: str, use_gpu: bool, device: str, gpus: int) -> str | Non
     machine without GPUs."""
     if device != "cpu" or not use_gpu or not gpu_id.strip() or gpus == 0:
         return None
+    ids = [part.strip() for part in gpu_id.split(",") if part.strip()]
+    if all(part.isdigit() and int(part) < gpus for part in ids):  # the GPUs are there: CUDA is not
+        return (f"this machine has {gpus} GPU(s) and gpu_id {gpu_id!r} names one, but torch cannot use it (CUDA is "
+                "not available to it: a driver older than torch's CUDA build?), so the run would train on the CPU; "
+                "mend the driver or torch, or set use_gpu: false to train on the CPU")
     return (f"gpu_id {gpu_id!r} names no GPU of this machine, which has {gpus} (nvidia-smi lists them): RecBole "
             "hides the others and the run would train on the CPU; set gpu_id to one of them (or use --gpus), or "
             "use_gpu: false to train on the CPU")
