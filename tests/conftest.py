@@ -155,11 +155,37 @@ def trainer_and_data(workspace, model_name: str, params: dict, callbacks=()):
     return prepared.trainer_class(config, model, callbacks=callbacks), train, valid, test
 
 
+
 class OnAnotherDevice(torch.Tensor):
-    """A CPU test's stand-in for a tensor on another device than the ordinary tensors beside it (the
-    positives on the host while the scores are on a GPU): an operation that mixes it with an ordinary
-    tensor of one or more dimensions fails as torch's device check does; `.to(...)` brings it over as
-    an ordinary tensor. For the CUDA paths CI cannot run."""
+    """A CPU test's stand-in for a tensor on a GPU, which CI has not: numpy and tolist refuse it as they
+    refuse a CUDA tensor, and `.cpu()` brings it back as an ordinary tensor. For the CUDA paths CI cannot run."""
+
+    def numpy(self, *args, **kwargs):
+        raise TypeError("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor "
+                        "to host memory first.")
+
+    def tolist(self):
+        raise TypeError("a device tensor was read on the host")
+
+    def cpu(self, *args, **kwargs):
+        return torch.Tensor.cpu(self).as_subclass(torch.Tensor)
+
+
+def elsewhere(value):
+    """`value` (a tensor, or a dict or list of them) as if on another device (`OnAnotherDevice`)."""
+    if isinstance(value, torch.Tensor):
+        return value.as_subclass(OnAnotherDevice)
+    if isinstance(value, dict):
+        return {k: elsewhere(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [elsewhere(v) for v in value]
+    return value
+
+
+class Unmixable(OnAnotherDevice):
+    """`OnAnotherDevice` that also refuses to meet an ordinary tensor (of one or more dimensions) in an
+    operation, as torch's device check refuses a CPU and a CUDA tensor (the positives on the host while
+    the scores are on a GPU); `.to(...)` brings it over as an ordinary tensor."""
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):

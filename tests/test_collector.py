@@ -122,14 +122,14 @@ def test_positives_on_the_host_are_counted_against_top_k_on_the_device(workspace
     device, with RecBole's values."""
     from recbole.evaluator.collector import Collector
 
-    from tests.conftest import OnAnotherDevice
+    from tests.conftest import Unmixable
 
     config = _config(workspace, metrics=["Recall", "NDCG"], topk=[5, 10], valid_metric="Recall@10")
     recbole, ours = Collector(config), Collector(config)
     collect_once(ours)
     for scores, positive_u, positive_i in _batches():
         recbole.eval_batch_collect(scores, None, positive_u, positive_i)
-        ours.eval_batch_collect(scores.clone(), None, positive_u.as_subclass(OnAnotherDevice),
-                                positive_i.as_subclass(OnAnotherDevice))
+        ours.eval_batch_collect(scores.clone(), None, positive_u.as_subclass(Unmixable),
+                                positive_i.as_subclass(Unmixable))
     got, expected = ours.get_data_struct()["rec.topk"], recbole.get_data_struct()["rec.topk"]
     assert type(got) is torch.Tensor and torch.equal(got, expected)

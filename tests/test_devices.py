@@ -12,7 +12,7 @@ from recrunner import Experiment, Workspace, run_experiment
 from recrunner.training.checkpoints import files as checkpoint, rng
 from recrunner.training.loop import device
 
-from .conftest import TINY_BPR, TINY_SASREC, run_cli, trainer_and_data
+from .conftest import TINY_BPR, TINY_SASREC, elsewhere, run_cli, trainer_and_data
 
 EPOCHS_3 = {**TINY_BPR, "epochs": 3, "save_total_limit": 3}
 
@@ -23,30 +23,9 @@ def _nondeterministic_after():
     torch.use_deterministic_algorithms(False)  # a failing test must not leave it on for the next
 
 
-class OnAnotherDevice(torch.Tensor):
-    """A tensor as a CUDA one behaves where a CPU one is needed: numpy refuses it, .cpu() brings it back."""
-
-    def numpy(self, *args, **kwargs):
-        raise TypeError("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor "
-                        "to host memory first.")
-
-    def cpu(self, *args, **kwargs):
-        return torch.Tensor.cpu(self).as_subclass(torch.Tensor)
-
-
-def _elsewhere(value):
-    if isinstance(value, torch.Tensor):
-        return value.as_subclass(OnAnotherDevice)
-    if isinstance(value, dict):
-        return {k: _elsewhere(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_elsewhere(v) for v in value]
-    return value
-
-
 def test_rng_restore_accepts_states_from_another_device():
     generator = torch.Generator().manual_seed(3)
-    state = _elsewhere(rng.capture({"train": generator}))
+    state = elsewhere(rng.capture({"train": generator}))
     expected = (np.random.rand(), torch.rand(1).item(), torch.rand(1, generator=generator).item())
     rng.restore(state, {"train": generator})
     assert (np.random.rand(), torch.rand(1).item(), torch.rand(1, generator=generator).item()) == expected
@@ -58,7 +37,7 @@ def test_a_checkpoint_whose_tensors_arrive_on_another_device_resumes_exactly(wor
     reference = run_experiment(Experiment("BPR", "ml-100k", EPOCHS_3), workspace, console=False)
     epoch_0 = reference.run_dir / "checkpoints" / "epoch-0000.pth"
     real_load = torch.load
-    monkeypatch.setattr(torch, "load", lambda *args, **kwargs: _elsewhere(real_load(*args, **kwargs)))
+    monkeypatch.setattr(torch, "load", lambda *args, **kwargs: elsewhere(real_load(*args, **kwargs)))
 
     other = Workspace(tmp_path / "elsewhere", workspace.data_path, workspace.config_dir)
     resumed = run_experiment(Experiment("BPR", "ml-100k", EPOCHS_3), other, console=False, resume_from=epoch_0)
@@ -96,7 +75,7 @@ def test_cuda_states_are_restored_only_on_as_many_devices():
 
 def test_checkpoints_are_written_from_the_cpu(tmp_path):
     path = tmp_path / "c.pth"
-    checkpoint.save_atomic({"format_version": checkpoint.FORMAT_VERSION, "w": _elsewhere(torch.ones(2))}, path)
+    checkpoint.save_atomic({"format_version": checkpoint.FORMAT_VERSION, "w": elsewhere(torch.ones(2))}, path)
     assert type(checkpoint.load(path)["w"]) is torch.Tensor
 
 

@@ -1,6 +1,6 @@
 """data/placement.py: batches gathered where the model is, the same batches RecBole builds.
 
-No GPU here: the device path is the same code with the CPU as the device, and `DeviceOnly`
+No GPU here: the device path is the same code with the CPU as the device, and `OnAnotherDevice`
 tensors stand for a GPU's (reading one on the host, as `.numpy()` does, fails as it does on CUDA).
 """
 
@@ -13,17 +13,7 @@ from recrunner.data import placement
 from recrunner.data.cache import load_data
 from recrunner.seams import batch_tables as seam
 from recrunner.seams.batch_order import EpochOrder
-from tests.conftest import REPO, TINY_BPR, TINY_SASREC
-
-
-class DeviceOnly(torch.Tensor):
-    """A tensor that, like a CUDA one, cannot be read as a numpy array on the host."""
-
-    def numpy(self, *args, **kwargs):
-        raise AssertionError("a device tensor was read on the host")
-
-    def tolist(self):
-        raise AssertionError("a device tensor was read on the host")
+from tests.conftest import REPO, TINY_BPR, TINY_SASREC, OnAnotherDevice
 
 
 def test_where_batches_is_the_device_where_the_tables_fit():
@@ -154,10 +144,10 @@ def _recrunner_loaders(workspace, model, params, device_only=False, monkeypatch=
 
     config = prepare(Experiment(model, "ml-100k", params), workspace).config
     init_seed(config["seed"], config["reproducibility"])
-    if device_only:  # every table copied "to the device" as a DeviceOnly tensor, the sampler's ids on the host
-        wrap = lambda tensor, device, moved: tensor.as_subclass(DeviceOnly)  # noqa: E731
+    if device_only:  # every table copied "to the device" as a OnAnotherDevice tensor, the sampler's ids on the host
+        wrap = lambda tensor, device, moved: tensor.as_subclass(OnAnotherDevice)  # noqa: E731
         monkeypatch.setattr(seam, "moved_to", wrap)
-        monkeypatch.setattr(seam, "_on", lambda tensor, device: isinstance(tensor, DeviceOnly))  # where ids are
+        monkeypatch.setattr(seam, "_on", lambda tensor, device: isinstance(tensor, OnAnotherDevice))  # where ids are
         monkeypatch.setattr(placement, "where_batches", lambda *a: placement.Where("cpu:0", "batches: on the test's device"))
     return load_data(config, workspace.cache_dir)
 
@@ -206,13 +196,13 @@ def test_an_epoch_of_gathered_batches_is_recbole_s(workspace, monkeypatch, model
     for a, b in zip(train, expected_train):
         _same(a, b)
         if device_only:  # pointwise negatives' labels too (RecBole makes them on the host)
-            assert all(isinstance(column, DeviceOnly) for name, column in a.items()  # the sampler's negatives
+            assert all(isinstance(column, OnAnotherDevice) for name, column in a.items()  # the sampler's negatives
                        if not name.startswith("neg_"))  # are sent with .to(device)
     for a, b in zip(valid, expected_valid):
         _same(a[0].interaction, b[0].interaction)
         if device_only:  # gathered there; sampled evaluation's labels are made there (torch.zeros on the device)
-            assert all(isinstance(column, DeviceOnly) for name, column in a[0].interaction.items() if name != "label")
-            assert not isinstance(a[1], tuple) or all(isinstance(part, DeviceOnly) for part in (*a[1], a[3]))
+            assert all(isinstance(column, OnAnotherDevice) for name, column in a[0].interaction.items() if name != "label")
+            assert not isinstance(a[1], tuple) or all(isinstance(part, OnAnotherDevice) for part in (*a[1], a[3]))
         for x, y in zip(a[1:], b[1:]):
             x, y = (x, y) if isinstance(x, tuple) else ((x,), (y,))  # (history users, history items)
             assert all((u is None and v is None) or torch.equal(_host(u), _host(v)) for u, v in zip(x, y))
@@ -220,7 +210,7 @@ def test_an_epoch_of_gathered_batches_is_recbole_s(workspace, monkeypatch, model
     assert torch.equal(rng[1], expected_rng[1])  # and the loader's generator: the same order drawn
     if device_only:  # the dataset read whole on the host (RecBole's tree trainers do): host features
         whole = loaders[0]._dataset[:]
-        assert not any(isinstance(column, DeviceOnly) for column in whole.interaction.values())
+        assert not any(isinstance(column, OnAnotherDevice) for column in whole.interaction.values())
 
 
 @pytest.mark.parametrize("device_only", [False, True], ids=["cpu", "device"])
@@ -248,7 +238,7 @@ def test_a_knowledge_graph_model_s_user_item_batches_are_gathered_and_recbole_s(
     for a, b in zip(batches, expected):
         _same(a, b)
         if device_only:  # the user-item columns gathered there; the triples' and negatives' sent by the trainer
-            assert isinstance(a["user_id"], DeviceOnly) and not isinstance(a["head_id"], DeviceOnly)
+            assert isinstance(a["user_id"], OnAnotherDevice) and not isinstance(a["head_id"], OnAnotherDevice)
     assert (rng == expected_rng).all() and all(torch.equal(x, y) for x, y in zip(generators, expected_generators))
 
 
