@@ -116,9 +116,9 @@ def test_a_gpu_id_that_hides_every_gpu_of_the_machine_is_refused_not_trained_on_
         assert str(prepare(Experiment("BPR", "ml-100k", {**TINY_BPR, "gpu_id": "1", **chosen}), workspace).config["device"]) == "cpu"
     monkeypatch.setattr(seam, "machine_gpus", lambda: 0)  # a machine without GPUs: every run on its CPU
     assert str(prepare(Experiment("BPR", "ml-100k", {**TINY_BPR, "gpu_id": "1"}), workspace).config["device"]) == "cpu"
-    assert seam.hidden_gpus("0", True, "cuda", 1) is None
-    assert "names one, but torch cannot use it" in seam.hidden_gpus("0", True, "cpu", 1)  # the GPU there, CUDA not
-    assert "names no GPU" in seam.hidden_gpus("0,3", True, "cpu", 2)
+    assert seam.hidden_gpus("0", True, "cuda", lambda: 1) is None
+    assert "names one, but torch cannot use it" in seam.hidden_gpus("0", True, "cpu", lambda: 1)  # the GPU there, CUDA not
+    assert "names no GPU" in seam.hidden_gpus("0,3", True, "cpu", lambda: 2)
 
 
 def test_a_device_setting_which_recbole_overwrites_is_refused(workspace):

@@ -25,7 +25,7 @@ is written.
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from typing import Callable, Mapping
 
 from ..core.errors import ConfigError
 
@@ -53,18 +53,19 @@ def check_device(settings: Mapping, config) -> None:
     if "device" in settings:
         raise ConfigError(f"device ({settings['device']!r}) is set by RecBole from use_gpu and gpu_id, over any value "
                           "given: set use_gpu: false to train on the CPU, or gpu_id (or --gpus) to choose a GPU")
-    gpu_id, use_gpu, device = str(config["gpu_id"]), bool(config["use_gpu"]), str(config["device"])
-    if device == "cpu" and use_gpu and gpu_id.strip():  # the machine asked only then: on a CPU machine, every run
-        problem = hidden_gpus(gpu_id, use_gpu, device, machine_gpus())
-        if problem:
-            raise ConfigError(problem)
+    if problem := hidden_gpus(str(config["gpu_id"]), bool(config["use_gpu"]), str(config["device"]), machine_gpus):
+        raise ConfigError(problem)
 
 
-def hidden_gpus(gpu_id: str, use_gpu: bool, device: str, gpus: int) -> str | None:
-    """Why a run would train on the CPU of a machine with `gpus` GPUs, or None (pure): RecBole made its
-    device the CPU though it was to use a GPU. use_gpu false or an empty gpu_id choose the CPU; so does a
-    machine without GPUs."""
-    if device != "cpu" or not use_gpu or not gpu_id.strip() or gpus == 0:
+def hidden_gpus(gpu_id: str, use_gpu: bool, device: str, machine: Callable[[], int]) -> str | None:
+    """Why a run would train on the CPU of a machine with `machine()` GPUs, or None (pure but for that
+    count, asked only where the run was to use a GPU and is on the CPU: on a CPU machine, every run): RecBole
+    made its device the CPU though it was to use a GPU. use_gpu false or an empty gpu_id choose the CPU; so
+    does a machine without GPUs."""
+    if device != "cpu" or not use_gpu or not gpu_id.strip():
+        return None
+    gpus = machine()
+    if gpus == 0:
         return None
     ids = [part.strip() for part in gpu_id.split(",") if part.strip()]
     if all(part.isdigit() and int(part) < gpus for part in ids):  # the GPUs are there: CUDA is not
