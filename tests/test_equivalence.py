@@ -3,20 +3,14 @@
 import json
 
 import pytest
-import torch
 
 from recrunner import Experiment, prepare, run_experiment
 from recrunner.training.callbacks.history import read_history
 
-from .conftest import TINY_BPR, TINY_SASREC
+from .conftest import LOSSES, TINY_BPR, TINY_SASREC
 from .plain_recbole import run_plain_recbole
 
 
-# Bit for bit on a CPU. A GPU's kernels that add with atomics (an embedding's backward) repeat only to
-# its run-to-run tolerance without `deterministic: true`, which plain RecBole does not set: on an H200
-# an epoch's loss summed over batches came out 47.96397161 against 47.96397257 (2e-8 relative) in
-# the GPU check of 2026-11-27 (BENCHMARKS.md: two runs of the same code differ so, 7.6e-9, there).
-LOSSES = {"rel": 1e-6, "abs": 0} if torch.cuda.is_available() else {"rel": 0, "abs": 0}
 
 
 @pytest.mark.parametrize("model, params, epochs_trained", [

@@ -20,7 +20,7 @@ from recrunner.training.callbacks.progress import progress_line
 from recrunner.training.callbacks.pruning import _trained
 from recrunner.training.loop.steps import StepSchedule, steps_in
 
-from .conftest import REPO, TINY_BPR, TINY_SASREC, read_scalars
+from .conftest import LOSSES, REPO, TINY_BPR, TINY_SASREC, read_scalars
 
 BATCH = {"train_batch_size": 256}  # ml-100k [10,60]: 51 BPR batches per epoch
 
@@ -157,15 +157,13 @@ def _same_run(reference, resumed, stepped=True):
 
 
 def _same(got, expected) -> bool:
-    """Equal; on a GPU, floats to 1e-6 relative: two uninterrupted runs of BPR there differ in a loss's last
-    bits (its embeddings' gradients summed by atomic adds; 1.0e-9 relative after a resume in the GPU check of 2026-11-29),
-    which `deterministic: true` cannot fix for BPR (index_add_cuda_ has no deterministic kernel)."""
+    """Equal, floats to `LOSSES` (bit for bit on a CPU; a GPU's atomic adds differ in the last bits)."""
     if isinstance(expected, dict):
         return isinstance(got, dict) and got.keys() == expected.keys() and all(_same(got[k], expected[k]) for k in expected)
     if isinstance(expected, (list, tuple)):
         return isinstance(got, (list, tuple)) and len(got) == len(expected) and all(map(_same, got, expected))
-    if isinstance(expected, float) and torch.cuda.is_available():
-        return got == pytest.approx(expected, rel=1e-6, abs=0)
+    if isinstance(expected, float):
+        return got == pytest.approx(expected, **LOSSES)
     return got == expected
 
 
