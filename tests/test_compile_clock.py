@@ -2,8 +2,8 @@
 
 import torch
 
-from recrunner.training.fast.compile_clock import (PHASES, CompileClock, CompileReading, cache_counts, compile_phases,
-                                                   describe_cache, describe_phases)
+from recrunner.training.fast.compile_clock import (AGAIN, PHASES, CompileClock, CompileReading, KeyBook, cache_counts,
+                                                   compile_phases, describe_cache, describe_phases)
 
 
 def test_the_phases_are_what_torch_counted_between_two_snapshots_and_only_those_that_took_time():
@@ -37,6 +37,9 @@ def test_what_the_caches_held_is_counted_between_two_snapshots_and_said_in_one_c
     reading = CompileReading(35.9, {"capture": 3.6, "forward": 10.9}, {"graphs found": 0, "graphs compiled": 4})
     assert reading.line() == "fast mode: compiling took 35.9s of this run (capture 3.6 s, forward 10.9 s); " \
                              "the compiler's cache held 0 of 4 graphs"
+    again = {"graphs compiled": 4, AGAIN: ["deterministic algorithms (deterministic): True here, False then"]}
+    assert describe_cache(again) == "; the compiler's cache held 0 of 4 graphs; it held them for other " \
+                                    "deterministic algorithms (deterministic): True here, False then"
 
 
 def test_the_clock_reads_this_torch_s_cache_counters(monkeypatch, tmp_path):
@@ -44,12 +47,33 @@ def test_the_clock_reads_this_torch_s_cache_counters(monkeypatch, tmp_path):
     check of 2026-11-29): a run says what its cache held. torch still counts under the names read here."""
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
     step = lambda x: torch.nn.functional.silu(x * 3).sum()  # noqa: E731
-    first = CompileClock()
+    first = CompileClock(KeyBook(tmp_path))
     torch.compile(step, dynamic=True)(torch.randn(5, requires_grad=True)).backward()
     compiled = first.read().cache
     assert compiled.get("graphs compiled", 0) >= 1 and not compiled.get("graphs found"), compiled
+    assert AGAIN not in compiled and len(KeyBook(tmp_path).known()) == compiled["graphs compiled"]  # its keys kept
     torch._dynamo.reset()  # as a new process: only the cache on disk remembers
-    again = CompileClock()
+    again = CompileClock(KeyBook(tmp_path))
     torch.compile(step, dynamic=True)(torch.randn(5, requires_grad=True)).backward()
     found = again.read().cache
     assert found.get("graphs found", 0) + found.get("autograd graphs found", 0) >= 1, found
+    assert AGAIN not in found
+
+
+def test_a_graph_compiled_again_says_which_setting_the_cache_held_it_for(monkeypatch, tmp_path):
+    """torch 2.13 keys a CPU graph on torch's thread count: a sweep cell with its share of the cores misses
+    what a single run compiled. The run says so (cache_keys.py), from the components inductor logs."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    step = lambda x: torch.nn.functional.silu(x * 5).sum()  # noqa: E731
+    threads = torch.get_num_threads()
+    try:
+        for count in (2, 1):
+            torch.set_num_threads(count)
+            torch._dynamo.reset()
+            clock = CompileClock(KeyBook(tmp_path))
+            torch.compile(step, dynamic=True)(torch.randn(5, requires_grad=True)).backward()
+            reading = clock.read()
+    finally:
+        torch.set_num_threads(threads)
+    assert reading.cache[AGAIN] == ["CPU threads (torch.set_num_threads): 1 here, 2 then"], reading.cache
+    assert reading.line().endswith("; it held them for other CPU threads (torch.set_num_threads): 1 here, 2 then")

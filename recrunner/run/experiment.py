@@ -39,7 +39,7 @@ from ..core.files import write_config
 from .runlog import run_logging
 from ..seams.models import built_model, model_class as recbole_model_class, ready_model
 from .hparams_columns import write_experiment
-from ..training.fast.compile_clock import CompileClock
+from ..training.fast.compile_clock import CompileClock, KeyBook
 from ..training.fast.plan import loader_settings, share_compile_cache
 from ..training.logging.tensorboard import NullWriter, RunWriter
 
@@ -192,7 +192,7 @@ def _load_data_recorded(prepared: PreparedRun, workspace: Workspace, record: Run
 def _fit_and_test(trainer, train_data, valid_data, test_data, record: RunRecord, paths) -> tuple[Status, str | None]:
     show_progress = bool(trainer.config["show_progress"]) and sys.stderr.isatty()  # bars are for terminals
     plan = getattr(trainer, "fast", None)  # a tree model's trainer has no fast mode
-    compiling = CompileClock() if plan is not None and plan.compile else None
+    compiling = CompileClock(KeyBook()) if plan is not None and plan.compile else None  # KeyBook: why graphs compiled again
     trainer.fit(train_data, valid_data, saved=True, show_progress=show_progress)
     if trainer.control.pruned:  # a search trial its pruner stopped: no test, selection is on validation
         logger.info(f"pruned: {trainer.control.pruned}")

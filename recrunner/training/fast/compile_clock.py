@@ -1,5 +1,5 @@
-"""What a run spends compiling, from torch's own count of its compiles, where it goes, and what the
-compiler's cache spared.
+"""What a run spends compiling, from torch's own count of its compiles, where it goes, what the
+compiler's cache spared, and why it did not spare more (cache_keys.py).
 
 torch keeps, per process, the seconds of each part of every compile it did
 (`torch._dynamo.utils.compilation_time_metrics`: a list of times per part, nested parts included
@@ -11,6 +11,8 @@ several runs counts each one's own compiles.
 from __future__ import annotations
 
 from typing import NamedTuple
+
+from .cache_keys import LISTENER, KeyBook, compiled_again_for, describe_reasons
 
 # the parts a reader can act on, in the order they happen: (what the run log calls it, torch's name)
 PHASES = (
@@ -25,6 +27,7 @@ TOTAL = "_compile.compile_inner"
 CACHES = (("graphs", "inductor", "fxgraph_cache"),                 # inductor's compiled forwards and backwards
           ("autograd graphs", "aot_autograd", "autograd_cache"))   # forward and backward traced together
 OUTCOMES = (("found", "hit"), ("compiled", "miss"), ("bypassed", "bypass"))
+AGAIN = "compiled again for"  # compile_cache's list of why graphs like those in the cache were compiled
 
 
 class CompileReading(NamedTuple):
@@ -38,17 +41,27 @@ class CompileReading(NamedTuple):
 
 class CompileClock:
     """The seconds a run spends compiling (dynamo's and inductor's), from the clock's start; 0 where
-    this torch keeps no such count."""
+    this torch keeps no such count. With a `book`, the keys of the graphs compiled until `read` are
+    kept in it, and a graph compiled again is explained (cache_keys.py)."""
 
-    def __init__(self):
+    def __init__(self, book: KeyBook | None = None):
         self.start, self.cache_start = _metrics(), _cache_counters()
+        self.book = book
+        if book is not None:
+            LISTENER.start()
 
     def phases(self) -> dict[str, float]:
         return compile_phases(self.start, _metrics())
 
     def read(self) -> CompileReading:
         phases = self.phases()
-        return CompileReading(phases.pop("total"), phases, cache_counts(self.cache_start, _cache_counters()))
+        cache = cache_counts(self.cache_start, _cache_counters())
+        if self.book is not None:
+            graphs = LISTENER.stop()
+            if cache.get("graphs compiled") and (reasons := compiled_again_for(graphs, self.book.known())):
+                cache[AGAIN] = reasons
+            self.book.add(graphs)
+        return CompileReading(phases.pop("total"), phases, cache)
 
     def seconds(self) -> float:
         return self.phases()["total"]
@@ -76,11 +89,11 @@ def cache_counts(before: dict[str, int], after: dict[str, int]) -> dict[str, int
     return {name: count for name, count in counts.items() if count}
 
 
-def describe_cache(cache: dict[str, int]) -> str:
+def describe_cache(cache: dict) -> str:
     """The run log's clause (pure): '; the compiler's cache held 2 of 6 graphs, 1 of 2 autograd graphs', or ''."""
     held = [f"{cache.get(name + ' found', 0)} of {sum(cache.get(f'{name} {word}', 0) for word, _ in OUTCOMES)} {name}"
             for name, _, _ in CACHES if any(cache.get(f"{name} {word}") for word, _ in OUTCOMES)]
-    return f"; the compiler's cache held {', '.join(held)}" if held else ""
+    return (f"; the compiler's cache held {', '.join(held)}" if held else "") + describe_reasons(cache.get(AGAIN, []))
 
 
 def _cache_counters() -> dict[str, int]:
