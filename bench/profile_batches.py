@@ -11,6 +11,8 @@ starts a third into epoch 1), then one JSON line, per batch of the window:
   kernels       kernel launches (cudaLaunchKernel and its kin) and CUDA graph replays
   syncs         the host waiting for the device (cudaStreamSynchronize, cudaDeviceSynchronize,
                 cudaEventSynchronize): a loss read, a `.item()`, a blocking copy
+  top_kernels   the GPU's kernels with the most device time, by name (a C++ kernel's up to its template
+                arguments), with calls per batch: where a step bound by its kernels spends them
   top_host_ops  the operators with the most host time of their own (self CPU), with calls per batch;
                 host_ops_ms all operators' own host time, cuda_runtime_ms the CUDA runtime's (launches,
                 copies, waits); what wall_ms has beyond the two is Python (the model's modules, the loop)
@@ -58,11 +60,13 @@ def summary(events, batches: int, wall_s: float, gpu: bool, top: int = 8) -> dic
     from collections import defaultdict
 
     kernels, launches, syncs, runtime_us = [], 0, 0, 0.0
-    own = defaultdict(lambda: [0.0, 0])
+    own, device = defaultdict(lambda: [0.0, 0]), defaultdict(lambda: [0.0, 0])
     for event in events:
         if getattr(event.device_type, "name", str(event.device_type)) == "CUDA":
             if not getattr(event, "is_user_annotation", False):  # a named range on the GPU's timeline is no work:
                 kernels.append((event.time_range.start, event.time_range.end))  # counted, it added 1.4 ms a batch
+                device[kernel_name(event.name)][0] += event.time_range.end - event.time_range.start
+                device[kernel_name(event.name)][1] += 1
             continue
         launches += event.name in LAUNCHES
         syncs += event.name in SYNCS
@@ -80,8 +84,18 @@ def summary(events, batches: int, wall_s: float, gpu: bool, top: int = 8) -> dic
         device_ms = union_us(kernels) / 1000 / batches
         result.update(device_ms=round(device_ms, 3), busy=round(device_ms / result["wall_ms"], 3),
                       cuda_runtime_ms=round(runtime_us / 1000 / batches, 3),
-                      kernels=round(launches / batches, 1), syncs=round(syncs / batches, 2))
+                      kernels=round(launches / batches, 1), syncs=round(syncs / batches, 2),
+                      top_kernels=[{"kernel": name, "ms": round(us / 1000 / batches, 3), "calls": round(calls / batches, 1)}
+                                   for name, (us, calls) in sorted(device.items(), key=lambda item: -item[1][0])[:top]])
     return result
+
+
+def kernel_name(name: str, width: int = 48) -> str:
+    """A GPU kernel's name, short (pure): a C++ kernel's up to its template or argument list, without
+    `void` and namespaces ('at::native::vectorized_elementwise_kernel<4, ...>' -> 'vectorized_elementwise_kernel');
+    Triton's and cuBLAS's as they are; at most `width` characters."""
+    short = name.removeprefix("void ").split("<")[0].split("(")[0].rsplit("::", 1)[-1].strip()
+    return (short or name)[:width]
 
 
 def profiled_run(model: str, dataset: str, params: dict, data_path: Path, output: Path, batches: int,

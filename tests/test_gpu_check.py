@@ -167,9 +167,12 @@ def test_the_profile_window_and_its_figures_per_batch():
               _Event("aten::add", 20, 21, own=100.0), _Event("cudaLaunchKernel", 0, 1, own=50.0),
               _Event("cudaLaunchKernel", 1, 2, own=50.0), _Event("cudaStreamSynchronize", 2, 3, own=400.0),
               _Event("gemm", 100, 600, cuda=True), _Event("gemm", 500, 1100, cuda=True),
+              _Event("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int, T1)", 0, 40, cuda=True),
               _Event("Optimizer.step#Adam.step", 1100, 2000, cuda=True, annotation=True)]  # a range, not work
     found = profile.summary(events, batches=2, wall_s=0.004, gpu=True)
-    assert found["wall_ms"] == 2.0 and found["device_ms"] == 0.5 and found["busy"] == 0.25  # (1100-100) us / 2
+    assert found["wall_ms"] == 2.0 and found["device_ms"] == 0.52 and found["busy"] == 0.26  # (40 + 1100-100) us / 2
+    assert found["top_kernels"] == [{"kernel": "gemm", "ms": 0.55, "calls": 1.0},  # by device time, each counted whole
+                                    {"kernel": "vectorized_elementwise_kernel", "ms": 0.02, "calls": 0.5}]
     assert (found["kernels"], found["syncs"], found["cuda_runtime_ms"]) == (1.0, 0.5, 0.25)
     assert found["top_host_ops"][0] == {"op": "aten::mm", "ms": 0.8, "calls": 1.0} and found["host_ops_ms"] == 0.85
     assert set(profile.summary(events, batches=2, wall_s=0.004, gpu=False)) == {
