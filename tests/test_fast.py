@@ -450,6 +450,30 @@ def test_the_compile_cache_is_the_output_folders_unless_the_user_chose_one(tmp_p
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "mine")
 
 
+def test_a_cell_with_its_share_of_the_cores_compiles_from_a_single_run_s_cache(tmp_path, monkeypatch):
+    """torch 2.13 keys a CPU kernel's cache on the thread count it was written for: a sweep cell with one
+    thread of two compiled again what a single run had (30.6 s against 4.7 s for SASRec on ml-100k). Fast
+    mode's kernels read the count at run time (apply._threads_at_run_time), so the cache serves both."""
+    from recrunner.training.fast.compile_clock import CompileClock, KeyBook
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(torch._inductor.config.cpp, "dynamic_threads", False)  # torch's default, restored after
+    threads, x = torch.get_num_threads(), torch.randn(9, 7, requires_grad=True)
+    model = torch.nn.Sequential(torch.nn.Linear(7, 5), torch.nn.Tanh())
+    model.calculate_loss = lambda inputs: model(inputs).sum()
+    accelerate(model, FastPlan("fp32", compile=True))
+    try:
+        for count in (2, 2, 1):  # the first compile of a process names its shapes' symbols otherwise: not compared
+            torch.set_num_threads(count)
+            torch._dynamo.reset()  # as a new process: only the cache on disk remembers
+            clock = CompileClock(KeyBook(tmp_path))
+            model.calculate_loss(x).backward()
+            cache = clock.read().cache
+    finally:
+        torch.set_num_threads(threads)
+    assert cache.get("graphs found") and not cache.get("graphs compiled"), cache
+
+
 def test_the_log_lines_in_the_docs_are_what_choose_says():
     from .conftest import REPO
 

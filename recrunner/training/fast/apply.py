@@ -157,6 +157,7 @@ def accelerate(model: torch.nn.Module, plan: FastPlan) -> list[str]:
     if plan.compile:
         _eager_random()
         _constant_floats()
+        _threads_at_run_time()
     book = FailureBook() if plan.compile else None
     wrapped = []
     for name in METHODS:
@@ -218,6 +219,20 @@ def _constant_floats() -> None:
     import torch._dynamo.config as dynamo
 
     dynamo.specialize_float = True
+
+
+def _threads_at_run_time() -> None:
+    """Compiled C++ kernels (a CPU's) take torch's thread count when they run, not the one they were compiled at.
+
+    torch 2.13 writes the count into each kernel and keys its cache on it, so a sweep cell with its share
+    of the cores (`--workers 2`: one thread of two) compiled again what a single run had compiled: SASRec
+    on ml-100k, 30.6 s; with the count read at run time, 4.7 s from that run's cache, its step as fast
+    (1.27-1.32 s against 1.29-1.38 s at one thread; 0.77-0.79 s against 0.73-0.95 s at two) on this
+    project's CPU (docs/fast.md). A process-wide inductor setting; a GPU's kernels have no such count.
+    """
+    import torch._inductor.config as inductor
+
+    inductor.cpp.dynamic_threads = True
 
 
 def scaled_loss(loss_method, scaler):
