@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 import yaml
 
@@ -74,6 +75,39 @@ def file_lock(lock_path: Path):
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+class EntryFile:
+    """A JSON file of entries, `{"version": 1, <section>: {key: entry}}`, that the processes of a sweep
+    update together: read whole, and rewritten whole under a lock. A file that cannot be read reads as
+    empty (`unreadable(exc)` says so) and is written again; a folder that cannot be written loses the
+    update (`unwritable(exc)` says so)."""
+
+    def __init__(self, path: Path, section: str, unreadable: Callable[[Exception], None],
+                 unwritable: Callable[[OSError], None]):
+        self.path, self.section = Path(path), section
+        self.unreadable, self.unwritable = unreadable, unwritable
+
+    def read(self) -> dict:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            self.unreadable(exc)
+            return {}
+        entries = data.get(self.section) if isinstance(data, dict) else None
+        return dict(entries) if isinstance(entries, dict) else {}
+
+    def update(self, change: Callable[[dict], dict], **dumps) -> None:
+        """Replace the entries by `change(entries)` under the file's lock (`dumps`: json.dumps's options)."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with file_lock(self.path.parent / f".{self.path.name}.lock"):
+                entries = change(self.read())
+                write_text_atomic(self.path, json.dumps({"version": 1, self.section: entries}, **dumps))
+        except OSError as exc:
+            self.unwritable(exc)
 
 
 def write_config(path: Path, config: Mapping) -> None:

@@ -26,14 +26,13 @@ model or size), not a miss to explain.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import NamedTuple
 
-from ...core.files import file_lock, write_text_atomic
+from ...core.files import EntryFile
 from .plan import compile_cache_folder
 
 logger = logging.getLogger("recrunner")
@@ -166,6 +165,9 @@ class KeyBook:
 
     def __init__(self, folder: Path | None = None):
         self.folder = Path(folder) if folder is not None else compile_cache_folder()
+        self.file = EntryFile(self.folder / FILE, "graphs", unreadable=lambda exc: logger.warning(
+            f"fast mode: {self.path} is unreadable ({type(exc).__name__}); it is written again"),
+            unwritable=lambda exc: logger.warning(f"fast mode: could not keep the compiled graphs' keys in {self.path}: {exc}"))
 
     @property
     def path(self) -> Path:
@@ -173,32 +175,18 @@ class KeyBook:
 
     def known(self) -> dict[str, GraphKey]:
         return {key: GraphKey(key, entry.get("hashes", {}), entry.get("values", {}))
-                for key, entry in self._read().items() if isinstance(entry, dict)}
+                for key, entry in self.file.read().items() if isinstance(entry, dict)}
 
     def add(self, graphs: list[GraphKey]) -> None:
         """Keep `graphs`, then the newest KEEP; a folder that cannot be written only loses them (one line)."""
         if not graphs:
             return
         when = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            with file_lock(self.folder / f".{FILE}.lock"):
-                entries = self._read()
-                for graph in graphs:
-                    entries.pop(graph.key, None)
-                    entries[graph.key] = {"when": when, "hashes": graph.hashes, "values": graph.values}
-                kept = dict(list(entries.items())[-KEEP:])
-                write_text_atomic(self.path, json.dumps({"version": 1, "graphs": kept}, separators=(",", ":")))
-        except OSError as exc:
-            logger.warning(f"fast mode: could not keep the compiled graphs' keys in {self.path}: {exc}")
 
-    def _read(self) -> dict:
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as exc:
-            logger.warning(f"fast mode: {self.path} is unreadable ({type(exc).__name__}); it is written again")
-            return {}
-        graphs = data.get("graphs") if isinstance(data, dict) else None
-        return dict(graphs) if isinstance(graphs, dict) else {}
+        def kept(entries: dict) -> dict:
+            for graph in graphs:
+                entries.pop(graph.key, None)
+                entries[graph.key] = {"when": when, "hashes": graph.hashes, "values": graph.values}
+            return dict(list(entries.items())[-KEEP:])
+
+        self.file.update(kept, separators=(",", ":"))

@@ -25,7 +25,6 @@ torch is compiled afresh. Deleting the file (or the cache folder) forgets every 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -33,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from ...core.files import file_lock, write_text_atomic
+from ...core.files import EntryFile
 from .plan import compile_cache_folder
 
 logger = logging.getLogger("recrunner")
@@ -84,6 +83,10 @@ class FailureBook:
 
     def __init__(self, folder: Path | None = None):
         self.folder = Path(folder) if folder is not None else compile_cache_folder()
+        self.file = EntryFile(self.folder / FILE, "failures", unreadable=lambda exc: logger.warning(
+            f"fast mode: {self.path} is unreadable ({type(exc).__name__}); "
+            "compiler failures are found again and the file rewritten"), unwritable=lambda exc: logger.warning(
+            f"fast mode: could not remember the compiler's failure in {self.path}: {exc}"))
 
     @property
     def path(self) -> Path:
@@ -91,36 +94,17 @@ class FailureBook:
 
     def failures(self) -> list[Failure]:
         """Every outcome remembered, oldest first (what `recrunner cache list` shows)."""
-        found = [_failure(entry) for entry in self._read().values()]
+        found = [_failure(entry) for entry in self.file.read().values()]
         return sorted((f for f in found if f is not None), key=lambda f: f.when)
 
     def get(self, key: str) -> Failure | None:
-        return _failure(self._read().get(key))
+        return _failure(self.file.read().get(key))
 
     def add(self, key: str, failure: Failure) -> None:
         """Remember `failure` for `key`; a folder that cannot be written only loses the memory (one line)."""
         stamped = Failure(failure.outcome, failure.reason, failure.model,
                           failure.when or datetime.now(timezone.utc).isoformat(timespec="seconds"))
-        try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            with file_lock(self.folder / f".{FILE}.lock"):
-                entries = self._read()
-                entries[key] = asdict(stamped)
-                write_text_atomic(self.path, json.dumps({"version": 1, "failures": entries}, indent=1, sort_keys=True))
-        except OSError as exc:
-            logger.warning(f"fast mode: could not remember the compiler's failure in {self.path}: {exc}")
-
-    def _read(self) -> dict:
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as exc:
-            logger.warning(f"fast mode: {self.path} is unreadable ({type(exc).__name__}); "
-                           "compiler failures are found again and the file rewritten")
-            return {}
-        failures = data.get("failures") if isinstance(data, dict) else None
-        return dict(failures) if isinstance(failures, dict) else {}
+        self.file.update(lambda entries: {**entries, key: asdict(stamped)}, indent=1, sort_keys=True)
 
 
 def _failure(entry) -> Failure | None:
