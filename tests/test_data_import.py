@@ -119,6 +119,37 @@ def test_a_compressed_tsv_reads_as_its_csv(tmp_path, capsys):
     assert (data / "r" / "r.inter").read_text() == "user_id:token\titem_id:token\tnote:token\nu1\ti1\ta, b\nu2\ti1\t\n"
 
 
+def test_a_semicolon_csv_with_decimal_commas_imports_as_its_comma_csv(tmp_path, capsys):
+    """What a spreadsheet writes in a locale with a decimal comma: `;` between columns, `4,5`, a BOM, CRLF."""
+    plain = "uid,movie,stars,price\nu1,i1,4.5,2.25\nu2,i1,5,-0.5\n"
+    (tmp_path / "plain.csv").write_text(plain)
+    (tmp_path / "plain-users.csv").write_text("uid,height\nu1,1.75\nu2,1.6\n")
+    (tmp_path / "local.csv").write_bytes(b"\xef\xbb\xbfuid;movie;stars;price\r\nu1;i1;4,5;2,25\r\nu2;i1;5;-0,5\r\n")
+    (tmp_path / "local-users.csv").write_text("uid;height\nu1;1,75\nu2;1,6\n")
+    written = {}
+    for name, extra in (("plain", []), ("local", ["--decimal-comma"])):
+        code, out, err = _run(capsys, ["data", "import", str(tmp_path / f"{name}.csv"), "--name", "d", "--data-path",
+                                       str(tmp_path / name), "--user", "uid", "--item", "movie", "--rating", "stars",
+                                       "--users", str(tmp_path / f"{name}-users.csv"), *extra])
+        assert code == 0, err
+        written[name] = [(tmp_path / name / "d" / f"d.{suffix}").read_text() for suffix in ("inter", "user")]
+        assert ("local.csv read as ';'-separated" in out) == (name == "local")
+        assert ("local-users.csv read as ';'-separated" in out) == (name == "local")
+    assert written["local"] == written["plain"]
+    assert written["plain"][0].splitlines()[1] == "u1\ti1\t4.5\t2.25"
+
+
+def test_a_header_line_tells_a_csvs_separator():
+    from recrunner.data.tables import header_separator
+
+    assert header_separator("uid;movie;stars\r\n") == ";"
+    assert header_separator("uid,movie,stars\n") == ","
+    assert header_separator("uid|movie|note, free text\n") == "|"
+    assert header_separator("uid\tmovie\n") == "\t"
+    assert header_separator("uid;movie,stars\n") == ","  # a tie: the comma
+    assert header_separator("ratings\n") == ","           # one column
+
+
 def test_field_types_are_inferred_from_every_chunk(tmp_path, capsys):
     from recrunner.data.atomic import ColumnKind, field_type
 
@@ -140,6 +171,8 @@ def test_field_types_are_inferred_from_every_chunk(tmp_path, capsys):
     ("a,b\n1,2\n", ["--user", "uid", "--item", "b"], "t.csv: no column 'uid' (--user); its columns: a, b"),
     ("u,i,r\n1,2,3\n1,3,good\n", ["--user", "u", "--item", "i", "--rating", "r"],
      "t.csv: line 3: rating column 'r' holds 'good', not a number"),
+    ("u;i;r\n1;2;3\n1;3;4,5\n", ["--user", "u", "--item", "i", "--rating", "r"],
+     "t.csv: line 3: rating column 'r' holds '4,5', not a number; for a decimal comma add --decimal-comma"),
     ("u,i,t\n1,2,2020-01-01\n1,3,yesterday\n", ["--user", "u", "--item", "i", "--time", "t"],
      "t.csv: line 3: time column 't' holds 'yesterday', which cannot be read as a number or an ISO 8601 date"),
     ("u,i,t\n1,2,01/02/2020\n", ["--user", "u", "--item", "i", "--time", "t", "--time-format", "%Y-%m-%d"],

@@ -43,6 +43,8 @@ def build_parser(parser_class) -> argparse.ArgumentParser:
     imported.add_argument("--seq", action="append", default=[], metavar="COL=SEP",
                           help="a text column that lists values separated by SEP (a token_seq feature)")
     imported.add_argument("--drop", action="append", default=[], metavar="COL", help="a column not to keep")
+    imported.add_argument("--decimal-comma", action="store_true",
+                          help="numbers written with a decimal comma (4,5) are 4.5: ratings, times and features, not the ids")
     imported.add_argument("--encoding", default="utf-8", help="text encoding of CSV/TSV/JSON files (default utf-8)")
     imported.add_argument("--force", action="store_true", help="replace an existing dataset of that name")
     imported.add_argument("--chunk-rows", type=int, default=100_000, help=argparse.SUPPRESS)
@@ -93,7 +95,7 @@ def import_spec(args):
     fields["seq"] = {**fields.get("seq", {}), **_pairs(args.seq, "--seq")}
     fields["drop"] = tuple(args.drop)
     fields["source"] = _encoded(fields["source"], args.encoding)
-    return ImportSpec(**fields, chunk_rows=args.chunk_rows)
+    return ImportSpec(**fields, decimal_comma=args.decimal_comma, chunk_rows=args.chunk_rows)
 
 
 def _encoded(table, encoding: str):

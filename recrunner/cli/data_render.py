@@ -14,6 +14,8 @@ def render_import(imported, name: str, source: Path, seconds: float) -> str:
         columns = " ".join(f"{column}:{kind}" for column, kind in types.items())
         lines.append(f"  {name}.{suffix:<6} {rows:>12,} rows   {columns}")
     lines.append(f"  {SETTINGS_FILE:<{len(name) + 7}} {'':>12}        " + _settings(imported.settings))
+    for file, separator in imported.separators.items():
+        lines.append(f"  {file} read as {separator!r}-separated: its header line has more of them than commas")
     policy = imported.settings.get("rm_dup_inter")
     kept = (f"runs keep the {policy} of each (rm_dup_inter: {policy})" if policy
             else "all kept, as RecBole keeps them (--duplicates first|last keeps one)")

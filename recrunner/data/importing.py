@@ -37,6 +37,7 @@ from .tables import Chunk, Table, read_chunks
 
 USER, ITEM, RATING, TIME = "user_id", "item_id", "rating", "timestamp"
 DUPLICATE_POLICIES = ("keep", "first", "last")
+_DECIMAL_COMMA = r"[+-]?\d*,\d+"  # a number written with a decimal comma: 4,5  -0,25  ,5
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class ImportSpec:
     drop: Sequence[str] = ()                                   # columns never kept
     users: Table | None = None                                 # a table of user features
     items: Table | None = None                                 # a table of item features
+    decimal_comma: bool = False                                # `4,5` is 4.5 (not in the user and item ids)
     chunk_rows: int = 100_000
 
 
@@ -68,6 +70,7 @@ class Imported:
     duplicates: int = 0        # interactions repeating an earlier (user, item) pair
     time_span: tuple[float, float] | None = None
     settings: dict = field(default_factory=dict)
+    separators: dict = field(default_factory=dict)  # file name -> its separator, where a .csv's is not a comma
 
 
 def import_dataset(spec: ImportSpec, name: str, data_path: Path, force: bool = False) -> Imported:
@@ -83,7 +86,8 @@ def import_dataset(spec: ImportSpec, name: str, data_path: Path, force: bool = F
     staging = Path(data_path) / f".{name}.importing-{os.getpid()}"
     staging.mkdir()
     try:
-        imported = Imported(target)
+        imported = Imported(target, separators={table.path.name: table.separator for table in (spec.source, spec.users, spec.items)
+                                                if table is not None and table.kind == "csv" and table.separator != ","})
         _write_interactions(spec, staging / f"{name}.inter", imported)
         for suffix, table, key in (("user", spec.users, (spec.user, USER)), ("item", spec.items, (spec.item, ITEM))):
             if table is not None:
@@ -208,6 +212,8 @@ def _fields(chunk: Chunk, mapped: Mapping[str, str], spec: ImportSpec, role: Map
             values, is_list = _split(frame[column], spec.seq[str(column)]), True
         else:
             values, is_list = as_text(frame[column])
+        if spec.decimal_comma and not is_list and name not in (USER, ITEM):
+            values = decimal_points(values)
         out[name] = values
         if is_list:
             lists.add(name)
@@ -217,6 +223,12 @@ def _fields(chunk: Chunk, mapped: Mapping[str, str], spec: ImportSpec, role: Map
 def _split(values, separator: str):
     """A text column that lists values (`Drama|Comedy`) as lists; empty or missing: no value."""
     return values.map(lambda v: str(v).split(separator) if isinstance(v, str) and v else [])
+
+
+def decimal_points(text):
+    """Numbers written with a decimal comma (`4,5`, `-0,25`) with a decimal point; any other text as it is."""
+    comma = text.str.fullmatch(_DECIMAL_COMMA, na=False)
+    return text.where(~comma, text.str.replace(",", ".", regex=False))
 
 
 def _check_filled(chunk: Chunk, text, column: str, what: str) -> None:
@@ -233,7 +245,8 @@ def _check_numbers(chunk: Chunk, text, column: str, what: str) -> None:
     bad = pd.to_numeric(text, errors="coerce").isna()
     if bad.any():
         at = int(np.argmax(bad.to_numpy()))
-        raise DataError(f"{chunk.where(at)}: {what} column {column!r} holds {text.iloc[at]!r}, not a number")
+        hint = "; for a decimal comma add --decimal-comma" if re.fullmatch(_DECIMAL_COMMA, str(text.iloc[at])) else ""
+        raise DataError(f"{chunk.where(at)}: {what} column {column!r} holds {text.iloc[at]!r}, not a number{hint}")
 
 
 def seconds(chunk: Chunk, text, column: str, time_format: str | None):

@@ -1,5 +1,9 @@
 """Reading the tables researchers have (CSV, TSV, Parquet, JSON Lines, MovieLens `::` files) in chunks.
 
+A `.csv` is read with the separator its header line uses: a comma, or a semicolon, tab or `|` where
+the header holds more of those than of commas (a spreadsheet saved in a locale whose decimal mark is
+a comma writes `;`), so such a file imports as it is instead of as one column named `uid;movie;stars`.
+
 `read_chunks(table, rows)` yields `Chunk`s: a DataFrame of at most `rows` rows and the line (or
 row) number of its first row, so every later complaint can name the file and the line. Delimited
 text arrives as text exactly as written (an id `00501` keeps its zeros, a rating `4` stays `4`);
@@ -15,6 +19,7 @@ from typing import Iterator, Sequence
 
 from ..core.errors import ConfigError, DataError
 
+SEPARATORS = (",", ";", "\t", "|")  # a .csv's, in the order a tie in its header line is settled
 KINDS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".parquet": "parquet", ".pq": "parquet",
          ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
 COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".zip")
@@ -63,7 +68,24 @@ def table_for(path: Path, kind: str | None = None, keep: Sequence[str] | None = 
     if kind not in {"csv", "tsv", "parquet", "jsonl"}:
         raise ConfigError(f"{path}: cannot tell its format from its name; recrunner reads "
                           f"{', '.join(sorted(KINDS))} (optionally compressed): rename it or give --input-format")
-    return Table(path, kind, keep=keep)
+    return Table(path, kind, separator=_header_separator(path) if kind == "csv" else None, keep=keep)
+
+
+def header_separator(header: str) -> str:
+    """The separator of a delimited file from its header line (pure): of `SEPARATORS`, the one it holds
+    most of, the earliest listed on a tie; a comma when it holds none (one column)."""
+    best = max(SEPARATORS, key=header.count)
+    return best if header.count(best) else ","
+
+
+def _header_separator(path: Path) -> str:
+    import pandas as pd
+
+    try:  # compressed files too; an undecodable byte is the reader's to name, with its line
+        with pd.io.common.get_handle(path, "r", encoding="utf-8", errors="replace", compression="infer") as handles:
+            return header_separator(handles.handle.readline())
+    except (OSError, EOFError, ValueError):  # not the compression its name says: the reader says so
+        return ","
 
 
 def read_chunks(table: Table, rows: int = 1_000_000) -> Iterator[Chunk]:
@@ -94,7 +116,7 @@ def columns_of(table: Table) -> list[str]:
 def _delimited(table: Table, rows: int):
     import pandas as pd
 
-    separator = {"csv": ",", "tsv": "\t"}.get(table.kind, table.separator)
+    separator = table.separator or {"csv": ",", "tsv": "\t"}[table.kind]
     options = dict(sep=separator, dtype=str, keep_default_na=False, na_filter=False, chunksize=rows,
                    encoding=table.encoding, engine="python" if len(separator) > 1 else "c")
     if table.names:
