@@ -289,6 +289,9 @@ def test_a_filter_that_leaves_too_little_is_named(tmp_path, capsys):
               "users": 0, "items": 0}]
     assert too_small(steps).startswith("value intervals (val_interval: {'rating': '[9,inf)'}) left 0 interactions")
     assert too_small(steps[:1]) is None
+    tiny = [{**steps[0], "items": 1}, {**steps[0], "what": "rows without a user or an item", "items": 1}]
+    assert too_small(tiny) == ("holds 10 interactions of 3 users and 1 items as loaded; RecBole needs at least "
+                               "2 users and 2 items: give a larger dataset")
 
 
 def test_check_reads_every_line_and_names_the_bad_one(tmp_path, capsys):

@@ -85,7 +85,12 @@ def too_little(interactions: int, users: int, items: int) -> bool:
 
 
 def too_small(steps: list[dict]) -> str | None:
-    """Which step (after loading) left fewer than 2 users or 2 items, named with its settings; or None."""
+    """Which step (after loading) left fewer than 2 users or 2 items, named with its settings; the data
+    itself where it holds too little as loaded (no step removed anything); or None."""
+    loaded = steps[0] if steps else None
+    if loaded and too_little(loaded["interactions"], loaded["users"], loaded["items"]):
+        return (f"holds {loaded['interactions']} interactions of {loaded['users']} users and {loaded['items']} items "
+                "as loaded; RecBole needs at least 2 users and 2 items: give a larger dataset")
     for before, after in zip(steps, steps[1:]):
         if too_little(after["interactions"], after["users"], after["items"]):
             settings = ", ".join(f"{key}: {value}" for key, value in after["settings"].items())
