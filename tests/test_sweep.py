@@ -163,7 +163,9 @@ def test_a_broken_cell_fails_alone_retries_and_the_exit_code_says_so(workspace, 
     rows = {(r["model"], r["learning_rate"]): r for r in _rows(workspace.output_dir / "broken")}
     assert rows[("BPR", "0.01")]["status"] == "ok"
     assert rows[("BPR", "1e+30")]["status"] == "failed" and "training loss became nan" in rows[("BPR", "1e+30")]["error"]
-    assert rows[("Pop", "0.01")]["status"] == "failed" and "unknown config key 'n_heads'" in rows[("Pop", "0.01")]["error"]
+    assert rows[("Pop", "0.01")]["status"] == "failed" and ("Pop's parameters (--set, --config-file, grid): unknown config key 'n_heads'; neither RecBole's overall.yaml "
+                                                       "nor Pop's yaml has it (a grid gives a parameter only some of its models have under "
+                                                       "model_params") in rows[("Pop", "0.01")]["error"]
     assert "retry   ml-100k/BPR/learning_rate=1e+30" in out
     record = SweepRecord(workspace.output_dir / "broken" / "sweep.jsonl")
     assert [s.failures for c, s in record.states().items() if "1e+30" in c] == [2]

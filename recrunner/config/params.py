@@ -162,17 +162,20 @@ def parse_set_options(options: Iterable[str]) -> dict:
     return result
 
 
-def check_overrides(overrides: Mapping, defaults: Mapping, source: str = "--set") -> dict:
+def check_overrides(overrides: Mapping, defaults: Mapping, source: str = "--set", model: str | None = None) -> dict:
     """Reject unknown keys and values of the wrong type; return overrides with numbers coerced.
 
-    `defaults` maps every key RecBole knows for this model and dataset to its default value.
-    """
+    `defaults` maps every key RecBole knows for this model and dataset to its default value; `model`
+    names the model in the hint for a key with no close match (another model's, in a grid)."""
     checked = {}
     for key, value in overrides.items():
         if key not in defaults and key not in RECBOLE_DERIVED_KEYS and key not in RECRUNNER_KEYS:
             known = sorted(set(defaults) | RECRUNNER_KEYS)
             close = difflib.get_close_matches(key, known, n=3)
-            hint = f"; did you mean {', '.join(close)}?" if close else "; see RecBole's overall.yaml and the model's yaml"
+            hint = (f"; did you mean {', '.join(close)}?" if close else
+                    f"; neither RecBole's overall.yaml nor {model}'s yaml has it (a grid gives a parameter only some of "
+                    "its models have under model_params: {Model: {key: values}})" if model else
+                    "; see RecBole's overall.yaml and the model's yaml")
             raise ConfigError(f"{source}: unknown config key {key!r}{hint}")
         checked[key] = coerce_value(key, value, defaults.get(key, RECRUNNER_DEFAULTS.get(key)), source)
     return checked

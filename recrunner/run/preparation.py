@@ -99,7 +99,7 @@ def prepare(experiment: Experiment, workspace: Workspace) -> PreparedRun:
     defaults = _recbole_config(Config, model, experiment.dataset, {**file_layers, **gpu, "data_path": str(data_path)})
     known = {**defaults.internal_config_dict, **undeclared_keys(model, context_aware(model)), **RECRUNNER_DEFAULTS,
              **file_layers}
-    params = check_overrides(params, known, source="parameters (--set, --config-file, grid)")
+    params = check_overrides(params, known, source=f"{model}'s parameters (--set, --config-file, grid)", model=model)
     check_values({**file_layers, **params}, f"{model} on {experiment.dataset}")
     identity = {**_identifying(params), "seed": params.get("seed", defaults["seed"])}
     run_id = make_run_id(identity, shown=None if experiment.id_keys is None else (*experiment.id_keys, "seed"))
