@@ -139,3 +139,18 @@ def test_protocols_are_never_pooled_in_one_cell():
     assert labels == ["ml-100k [order time; grouping global]", "ml-100k [order random; grouping per user]",
                       "ml-100k [order time; grouping global]", "yelp"]
     assert set(cards) == set(labels)
+
+
+def test_a_failed_cell_takes_its_datasets_column_instead_of_a_column_of_its_own():
+    by_time = {"split": "ratio [0.8, 0.1, 0.1]", "order": "time", "grouping": "global", "ranking": {}, "filters": {}}
+    by_chance = {**by_time, "order": "random"}
+    rows = [{"dataset": "ml-100k", "protocol": by_time, "status": "ok"},
+            {"dataset": "ml-100k", "protocol": None, "status": "failed"},   # Pop refused a parameter: no card
+            {"dataset": "yelp", "protocol": None, "status": "failed"},      # nothing finished on yelp
+            {"dataset": "ml-1m", "protocol": by_time, "status": "ok"}, {"dataset": "ml-1m", "protocol": by_chance},
+            {"dataset": "ml-1m", "protocol": None, "status": "failed"},
+            {"dataset": "old", "protocol": None}]                           # a finished record older than the card
+    cards = protocol.separate(rows)
+    assert [row["dataset"] for row in rows] == [
+        "ml-100k", "ml-100k", "yelp", "ml-1m [order time]", "ml-1m [order random]", "ml-1m [protocol not recorded]", "old"]
+    assert set(cards) == {"ml-100k", "ml-1m [order time]", "ml-1m [order random]"}

@@ -182,23 +182,30 @@ def separate(rows: list[dict]) -> dict:
 
     A dataset whose runs used one protocol keeps its name; one evaluated under several gets a
     label per protocol naming what differs (`ml-100k [order time]`, `ml-100k [order random]`).
-    Rows are relabelled in place ("dataset"); rows without a card (records older than the card)
-    form a protocol of their own.
+    Rows are relabelled in place ("dataset"); finished rows without a card (records older than the
+    card) form a protocol of their own; a cell that failed or has not finished (no card, no metrics)
+    takes its dataset's column where it has one.
     """
     cards: dict = defaultdict(dict)
-    for row in rows:
+    finished = [row for row in rows if row.get("protocol") or row.get("status", "ok") == "ok"]
+    for row in finished:
         cards[row["dataset"]].setdefault(protocol_key(row.get("protocol")), row.get("protocol"))
+    for row in rows:  # the rest: its dataset's one column, else one of its own
+        if len(cards[row["dataset"]]) != 1:
+            cards[row["dataset"]].setdefault(protocol_key(row.get("protocol")), row.get("protocol"))
     labels, found = {}, {}
     for dataset, by_key in cards.items():
-        differing = [f for f in CARD_FIELDS if len({json.dumps((c or {}).get(f), sort_keys=True, default=str)
-                                                    for c in by_key.values()}) > 1]
+        recorded = [card for card in by_key.values() if card]
+        differing = [f for f in CARD_FIELDS if len({json.dumps(c.get(f), sort_keys=True, default=str)
+                                                    for c in recorded}) > 1] if len(recorded) > 1 else CARD_FIELDS
         for key, card in by_key.items():
             label = dataset if len(by_key) == 1 else f"{dataset} [{_difference(card, differing)}]"
             labels[(dataset, key)] = label
             if card:
                 found[label] = card
     for row in rows:
-        row["dataset"] = labels[(row["dataset"], protocol_key(row.get("protocol")))]
+        key = (row["dataset"], protocol_key(row.get("protocol")))
+        row["dataset"] = labels[key] if key in labels else labels[(row["dataset"], next(iter(cards[row["dataset"]])))]
     return found
 
 
