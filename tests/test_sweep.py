@@ -188,6 +188,22 @@ def test_a_cell_killed_after_its_run_ended_gets_its_end_recorded_without_running
     assert SweepRecord(record).states().popitem()[1].state == "ok"
 
 
+def test_a_cell_whose_metrics_json_is_gone_runs_again_from_its_last_checkpoint(workspace, tmp_path, capsys):
+    grid = tmp_path / "one.yaml"
+    grid.write_text(yaml.safe_dump({"name": "one", "models": ["BPR"], "datasets": ["ml-100k"],
+                                    "fixed": {"epochs": 1, "embedding_size": 8}}))
+    assert main(_args(workspace, grid)) == 0
+    [metrics] = (workspace.output_dir / "one").rglob("metrics.json")
+    first = json.loads(metrics.read_text())
+    metrics.unlink()  # deleted by hand: the record still says ok
+
+    assert main(_args(workspace, grid)) == 0
+    assert "1 ok, 0 failed, 0 skipped" in capsys.readouterr().out
+    again = json.loads(metrics.read_text())
+    assert again["status"] == "ok" and again["test"] == first["test"]
+    assert "1 ok" in (workspace.output_dir / "one" / "results.md").read_text()
+
+
 def test_a_cell_running_elsewhere_is_left_alone_until_its_heartbeat_is_stale(workspace, tmp_path, capsys):
     grid = tmp_path / "one.yaml"
     grid.write_text(yaml.safe_dump({"name": "one", "models": ["BPR"], "datasets": ["ml-100k"],

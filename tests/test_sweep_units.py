@@ -114,6 +114,14 @@ def test_decide(state, alive, now, retries, expected):
     assert decide(state, now=now, stale_after=300, retries=retries, owner_alive=lambda owner: alive) == expected
 
 
+def test_decide_runs_a_cell_the_record_says_finished_when_its_metrics_json_is_gone():
+    for state in ("ok", "pruned"):
+        assert decide(CellState(state), now=0, stale_after=300, retries=0, owner_alive=lambda owner: None,
+                      finished_on_disk=lambda: False) == "run"
+        assert decide(CellState(state), now=0, stale_after=300, retries=0, owner_alive=lambda owner: None,
+                      finished_on_disk=lambda: True) == state
+
+
 def test_record_ignores_a_line_cut_short_and_claims_under_a_lock(tmp_path):
     record = SweepRecord(tmp_path / "sweep.jsonl", owner="host:1")
     record.append("a", "pending")

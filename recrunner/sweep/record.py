@@ -63,14 +63,19 @@ def fold(lines, cells: dict[str, CellState] | None = None) -> dict[str, CellStat
     return cells
 
 
-def decide(cell: CellState, *, now: float, stale_after: float, retries: int, owner_alive) -> str:
-    """What a sweep does with a cell not finished on disk (pure).
+def decide(cell: CellState, *, now: float, stale_after: float, retries: int, owner_alive,
+           finished_on_disk=lambda: True) -> str:
+    """What a sweep does with a cell not finished on disk when it planned (pure).
 
-    "run": pending, interrupted, or failed fewer than retries + 1 times; "reclaim": running, but
-    its owner is gone (a dead process on this host, or no heartbeat for `stale_after` seconds);
-    "busy": running under a live owner; "failed": out of retries; "ok": finished.
+    "run": pending, interrupted, failed fewer than retries + 1 times, or finished in the record
+    with no finished metrics.json now (deleted, or its folder replaced: it runs again from its
+    last.pth); "reclaim": running, but its owner is gone (a dead process on this host, or no
+    heartbeat for `stale_after` seconds); "busy": running under a live owner; "failed": out of
+    retries; "ok" (or "pruned"): finished, by another sweep process since this one planned.
     """
     if cell.state in (Status.PENDING, Status.INTERRUPTED):
+        return "run"
+    if cell.state.finished and not finished_on_disk():
         return "run"
     if cell.state is Status.FAILED:
         return "run" if cell.failures <= retries else "failed"
@@ -137,12 +142,13 @@ class SweepRecord:
         finally:
             os.close(fd)
 
-    def claim(self, cell: str, *, stale_after: float, retries: int) -> str:
-        """Mark `cell` running for this owner if `decide` allows; returns the decision."""
+    def claim(self, cell: str, *, stale_after: float, retries: int, finished_on_disk=lambda: True) -> str:
+        """Mark `cell` running for this owner if `decide` allows; returns the decision.
+        `finished_on_disk`: whether the cell's run folder holds a finished metrics.json now."""
         with file_lock(self.path.with_suffix(".lock")):
             state = self.states().get(cell, CellState())
             decision = decide(state, now=time.time(), stale_after=stale_after, retries=retries,
-                              owner_alive=owner_alive)
+                              owner_alive=owner_alive, finished_on_disk=finished_on_disk)
             if decision in ("run", "reclaim"):
                 self.append(cell, Status.RUNNING, reclaimed_from=state.owner if decision == "reclaim" else None)
             return decision

@@ -171,7 +171,12 @@ class _Sweep:
         return dispatch_order(queue)
 
     def _dispatch(self, cell_id, executor):
-        decision = self.record.claim(cell_id, stale_after=self.options.stale_after, retries=self.options.retries)
+        def finished_on_disk() -> bool:  # read under the record's lock
+            record = RunRecord.read(self.by_id[cell_id].run_dir)
+            return record is not None and record.status.finished
+
+        decision = self.record.claim(cell_id, stale_after=self.options.stale_after, retries=self.options.retries,
+                                     finished_on_disk=finished_on_disk)
         if decision not in ("run", "reclaim"):
             if decision == "failed":
                 self.summary.count_failure(self.record.states()[cell_id].error)
