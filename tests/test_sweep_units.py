@@ -42,6 +42,8 @@ def test_repeats_make_consecutive_seeds_and_an_override_stops_a_sweep():
 @pytest.mark.parametrize("raw, message", [
     ({"models": "BPR", "datasets": ["d"], "seeds": [1], "repeats": 2}, "seeds or repeats, not both"),
     ({"models": ["BPR"], "datasets": ["d"], "seeds": ["a"]}, "seeds must be a list of integers"),
+    ({"models": ["BPR"], "datasets": ["d"], "seeds": 3},
+     r"seeds: 3 could be one seed or 3 seeds; write seeds: \[3\] for seed 3, or repeats: 3 for 3 seeds"),
     ({"models": ["BPR"], "datasets": ["d"], "params": [1]}, "params must be a mapping"),
     ({"models": [1], "datasets": ["d"]}, "models must be a list of names"),
 ])

@@ -151,7 +151,9 @@ def _seeds(raw: Mapping, source: str) -> tuple[int, ...] | None:
         raise ConfigError(f"{source}: give seeds or repeats, not both")
     if "seeds" in raw:
         seeds = raw["seeds"]
-        seeds = [seeds] if isinstance(seeds, int) else seeds
+        if isinstance(seeds, int) and not isinstance(seeds, bool):  # a count, like final_seeds and select_seeds?
+            raise ConfigError(f"{source}: seeds: {seeds} could be one seed or {seeds} seeds; write seeds: [{seeds}] for "
+                              f"seed {seeds}, or repeats: {seeds} for {seeds} seeds")
         if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
             raise ConfigError(f"{source}: seeds must be a list of integers, got {seeds!r}")
         return tuple(seeds)
