@@ -30,6 +30,8 @@ EARLY = [
     (["--set", "learner=adamm"], "learner 'adamm' is not an optimizer RecBole knows (it would silently use adam)"),
     (["--set", "metrics=[Recal,NDCG]"], "RecBole has no metric 'Recal'; did you mean recall?"),
     (["--set", "epochs=abc"], "--set: epochs expects a number"),
+    (["--set", "learning_rate=[0.1,0.01]"], "learning_rate expects a number (default 0.001), got [0.1, 0.01]; to sweep "
+                                             "values, give them in a grid (params: {learning_rate: [0.1, 0.01]}, --grid FILE)"),
     (["--set", "hiden_size=16"], "unknown config key 'hiden_size'; did you mean hidden_size"),
     (["--resume-from", "no/such/last.pth"], "--resume-from no/such/last.pth: no such file"),
     (["--select-top", "x"], "argument --select-top: expected a whole number >= 1, got 'x'"),

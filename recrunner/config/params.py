@@ -189,7 +189,9 @@ def coerce_value(key: str, value: Any, default: Any, source: str = "--set") -> A
         return value
 
     def wrong(expected: str):
-        return ConfigError(f"{source}: {key} expects {expected} (default {default!r}), got {value!r}")
+        sweep = (f"; to sweep values, give them in a grid (params: {{{key}: {value!r}}}, --grid FILE)"
+                 if isinstance(value, list) and source == "--set" else "")
+        return ConfigError(f"{source}: {key} expects {expected} (default {default!r}), got {value!r}{sweep}")
 
     if isinstance(default, bool):
         if not isinstance(value, bool):
