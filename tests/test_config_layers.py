@@ -69,7 +69,12 @@ def test_packaged_config_files_and_grids_go_by_their_names(tmp_path, monkeypatch
     assert config_file("configs/grids/smoke.yaml") == packaged / "grids" / "smoke.yaml"
     (tmp_path / "quick.yaml").write_text("epochs: 1\n")
     assert config_file("quick.yaml") == Path("quick.yaml")  # a file here is the user's
-    assert config_file("nothing.yaml") == Path("nothing.yaml")  # load_yaml names it
+    assert config_file("smoke", under="grids") == config_file("smoke.yaml", under="grids") == packaged / "grids" / "smoke.yaml"
+    with pytest.raises(ConfigError, match=r"^config file not found: nothing.yaml; packaged: "
+                                          r"protocols/global-temporal.yaml, protocols/implicit-feedback.yaml, quick.yaml$"):
+        config_file("nothing.yaml")
+    with pytest.raises(ConfigError, match=r"^grid file not found: nothing; packaged: grids/general-classic.yaml, .*grids/smoke.yaml$"):
+        config_file("nothing", under="grids")
 
 
 def test_the_first_log_lines_say_which_folders_were_read(base_args, capsys, tmp_path):

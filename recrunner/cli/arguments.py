@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", nargs="+", default=None, help="RecBole model name(s) (default: SASRec, or the grid's)")
     parser.add_argument("--dataset", nargs="+", default=None, help="dataset name(s) (default: ml-100k, or the grid's)")
     parser.add_argument("--grid", type=Path, default=None, metavar="FILE",
-                        help="grid YAML: models, datasets, swept params, seeds: a path, or a packaged one (grids/smoke.yaml)")
+                        help="grid YAML: models, datasets, swept params, seeds: a path, or a packaged one by name (smoke, grids/smoke.yaml)")
     parser.add_argument("--config-file", nargs="+", default=[], metavar="FILE",
                         help="YAML file(s) of parameters: a path, or a packaged one (quick.yaml, protocols/global-temporal)")
     parser.add_argument("--set", action="extend", nargs="+", default=[], metavar="KEY=VALUE",

@@ -101,7 +101,7 @@ def request_of(args) -> SweepRequest:
     from ..config.layers import config_file
 
     folder = user_config_dir(args)
-    return SweepRequest(grid_file=config_file(args.grid, folder) if args.grid else None,
+    return SweepRequest(grid_file=config_file(args.grid, folder, under="grids") if args.grid else None,
                         models=tuple(args.model or ()), datasets=tuple(args.dataset or ()),
                         config_files=tuple(config_file(path, folder) for path in args.config_file),
                         set_options=_flag_options(args) + _processes(args) + tuple(args.set),

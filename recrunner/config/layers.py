@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..core.errors import ConfigError
 from .params import load_yaml
 
 
@@ -42,20 +43,32 @@ def layer_folders(config_dir: Path | None) -> list[Path]:
     return folders
 
 
-def config_file(name: Path | str, config_dir: Path | None = None) -> Path:
+def config_file(name: Path | str, config_dir: Path | None = None, under: str = "") -> Path:
     """A --config-file or --grid: the path as given where it exists, else that name in the user's folder
-    or the packaged one (`quick.yaml`, `protocols/global-temporal`, `configs/grids/smoke.yaml`)."""
+    or the packaged one (`quick.yaml`, `protocols/global-temporal`, `configs/grids/smoke.yaml`), also
+    in their folder `under` (a grid: `smoke` is grids/smoke.yaml). Not found: a ConfigError that lists
+    the packaged files."""
     path = Path(name)
     if path.is_file():
         return path
-    if path.is_absolute():
-        return path  # not found: load_yaml names it
     relative = Path(*path.parts[1:]) if path.parts[0] == "configs" and len(path.parts) > 1 else path
     for folder in reversed(layer_folders(config_dir)):
-        for candidate in (folder / relative, folder / relative.with_name(relative.name + ".yaml")):
-            if candidate.is_file():
-                return candidate
-    return path
+        for base in ((folder, folder / under) if under else (folder,)):
+            for candidate in (base / relative, base / relative.with_name(relative.name + ".yaml")):
+                if not path.is_absolute() and candidate.is_file():
+                    return candidate
+    raise ConfigError(f"{'grid' if under else 'config'} file not found: {path}; packaged: {', '.join(packaged(under))}")
+
+
+def packaged(under: str = "") -> list[str]:
+    """The packaged YAML files a --config-file (`under` ""; not the layers' models/ and datasets/) or a
+    --grid (`under` "grids") can name, relative to the packaged folder (pure but for reading it)."""
+    root = packaged_config_dir()
+    if under:
+        return sorted(str(p.relative_to(root)) for p in (root / under).glob("*.yaml"))
+    layers = {"base.yaml"}
+    return sorted(str(p.relative_to(root)) for p in [*root.glob("*.yaml"), *(root / "protocols").glob("*.yaml")]
+                  if p.name not in layers)
 
 
 def layered_params(config_dir: Path | None, model: str, dataset: str, overrides: Mapping,
