@@ -86,8 +86,9 @@ def import_dataset(spec: ImportSpec, name: str, data_path: Path, force: bool = F
     staging = Path(data_path) / f".{name}.importing-{os.getpid()}"
     staging.mkdir()
     try:
-        imported = Imported(target, separators={table.path.name: table.separator for table in (spec.source, spec.users, spec.items)
-                                                if table is not None and table.kind == "csv" and table.separator != ","})
+        tables = [table for table in (spec.source, spec.users, spec.items) if table is not None]
+        imported = Imported(target, separators={table.path.name: table.separator for table in tables
+                                                if table.kind == "csv" and table.separator != ","})
         _write_interactions(spec, staging / f"{name}.inter", imported)
         for suffix, table, key in (("user", spec.users, (spec.user, USER)), ("item", spec.items, (spec.item, ITEM))):
             if table is not None:
