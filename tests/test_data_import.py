@@ -139,6 +139,18 @@ def test_a_semicolon_csv_with_decimal_commas_imports_as_its_comma_csv(tmp_path, 
     assert written["plain"][0].splitlines()[1] == "u1\ti1\t4.5\t2.25"
 
 
+def test_a_separator_given_reads_space_separated_text(tmp_path, capsys):
+    (tmp_path / "r.txt").write_text("uid movie stars\nu1 i1 4\nu2 i1 5\n")
+    (tmp_path / "u.tsv").write_text("uid age\nu1 20\nu2 30\n")
+    code, out, err = _run(capsys, ["data", "import", str(tmp_path / "r.txt"), "--input-format", "csv", "--separator", " ",
+                                   "--name", "r", "--data-path", str(tmp_path), "--user", "uid", "--item", "movie",
+                                   "--rating", "stars", "--users", str(tmp_path / "u.tsv")])
+    assert code == 0, err
+    assert "read as" not in out  # given, not read from the header line
+    assert (tmp_path / "r" / "r.inter").read_text() == "user_id:token\titem_id:token\trating:float\nu1\ti1\t4\nu2\ti1\t5\n"
+    assert (tmp_path / "r" / "r.user").read_text() == "user_id:token\tage:float\nu1\t20\nu2\t30\n"
+
+
 def test_a_header_line_tells_a_csvs_separator():
     from recrunner.data.tables import header_separator
 
@@ -169,6 +181,9 @@ def test_field_types_are_inferred_from_every_chunk(tmp_path, capsys):
 
 @pytest.mark.parametrize("content, flags, expected", [
     ("a,b\n1,2\n", ["--user", "uid", "--item", "b"], "t.csv: no column 'uid' (--user); its columns: a, b"),
+    ("uid movie\n1 2\n", ["--user", "uid", "--item", "movie"], "t.csv: no column 'uid' (--user); its columns: uid movie "
+     "(one column: if another character separates them, give --separator, e.g. ' ')"),
+    ("u,i\n1,2\n", ["--user", "u", "--item", "i", "--separator", ""], "--separator is empty"),
     ("u,i,r\n1,2,3\n1,3,good\n", ["--user", "u", "--item", "i", "--rating", "r"],
      "t.csv: line 3: rating column 'r' holds 'good', not a number"),
     ("u;i;r\n1;2;3\n1;3;4,5\n", ["--user", "u", "--item", "i", "--rating", "r"],

@@ -43,6 +43,9 @@ def build_parser(parser_class) -> argparse.ArgumentParser:
     imported.add_argument("--seq", action="append", default=[], metavar="COL=SEP",
                           help="a text column that lists values separated by SEP (a token_seq feature)")
     imported.add_argument("--drop", action="append", default=[], metavar="COL", help="a column not to keep")
+    imported.add_argument("--separator", default=None, metavar="SEP",
+                          help="the columns' separator of CSV/TSV text, e.g. ' ' or '\\t' (default: a .csv's from its "
+                               "header line: , ; tab or |)")
     imported.add_argument("--decimal-comma", action="store_true",
                           help="numbers written with a decimal comma (4,5) are 4.5: ratings, times and features, not the ids")
     imported.add_argument("--encoding", default="utf-8", help="text encoding of CSV/TSV/JSON files (default utf-8)")
@@ -95,6 +98,9 @@ def import_spec(args):
     fields["seq"] = {**fields.get("seq", {}), **_pairs(args.seq, "--seq")}
     fields["drop"] = tuple(args.drop)
     fields["source"] = _encoded(fields["source"], args.encoding)
+    if args.separator is not None:
+        for role in ("source", "users", "items"):
+            fields[role] = _separated(fields.get(role), args.separator)
     return ImportSpec(**fields, decimal_comma=args.decimal_comma, chunk_rows=args.chunk_rows)
 
 
@@ -102,6 +108,17 @@ def _encoded(table, encoding: str):
     from dataclasses import replace
 
     return replace(table, encoding=encoding) if encoding != "utf-8" and table.encoding == "utf-8" else table
+
+
+def _separated(table, separator: str):
+    """`table` read with the separator given (`\t` written out is a tab); Parquet and JSON Lines as they are."""
+    from dataclasses import replace
+
+    if table is None or table.kind not in ("csv", "tsv"):
+        return table
+    if not separator:
+        raise ConfigError("--separator is empty; give the character between columns, e.g. ';' or ' '")
+    return replace(table, separator=separator.replace("\\t", "\t"))
 
 
 def _check_type(value: str) -> str:
@@ -127,8 +144,12 @@ def _import(args, data_path: Path) -> int:
     from .data_render import render_import
 
     started = time.perf_counter()
-    imported = import_dataset(import_spec(args), args.name, data_path, force=args.force)
-    print(render_import(imported, args.name, args.file, time.perf_counter() - started))
+    spec = import_spec(args)
+    imported = import_dataset(spec, args.name, data_path, force=args.force)
+    found = [] if args.separator is not None else [  # a .csv's separator read from its header line
+        (table.path.name, table.separator) for table in (spec.source, spec.users, spec.items)
+        if table is not None and table.kind == "csv" and table.separator != ","]
+    print(render_import(imported, args.name, args.file, time.perf_counter() - started, found))
     return 0
 
 

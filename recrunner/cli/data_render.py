@@ -8,13 +8,15 @@ from ..data.describe import span_dates
 from ..data.files import CONTEXT_SECTION, SETTINGS_FILE
 
 
-def render_import(imported, name: str, source: Path, seconds: float) -> str:
+def render_import(imported, name: str, source: Path, seconds: float, separators=()) -> str:
+    """What an import wrote; `separators`: (file name, separator) of each .csv whose header line said it
+    is not a comma."""
     lines = [f"imported {Path(source).name} as {name} into {imported.folder} in {seconds:.1f} s"]
     for suffix, (rows, types) in imported.files.items():
         columns = " ".join(f"{column}:{kind}" for column, kind in types.items())
         lines.append(f"  {name}.{suffix:<6} {rows:>12,} rows   {columns}")
     lines.append(f"  {SETTINGS_FILE:<{len(name) + 7}} {'':>12}        " + _settings(imported.settings))
-    for file, separator in imported.separators.items():
+    for file, separator in separators:
         lines.append(f"  {file} read as {separator!r}-separated: its header line has more of them than commas")
     policy = imported.settings.get("rm_dup_inter")
     kept = (f"runs keep the {policy} of each (rm_dup_inter: {policy})" if policy

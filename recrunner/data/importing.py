@@ -70,7 +70,6 @@ class Imported:
     duplicates: int = 0        # interactions repeating an earlier (user, item) pair
     time_span: tuple[float, float] | None = None
     settings: dict = field(default_factory=dict)
-    separators: dict = field(default_factory=dict)  # file name -> its separator, where a .csv's is not a comma
 
 
 def import_dataset(spec: ImportSpec, name: str, data_path: Path, force: bool = False) -> Imported:
@@ -86,9 +85,7 @@ def import_dataset(spec: ImportSpec, name: str, data_path: Path, force: bool = F
     staging = Path(data_path) / f".{name}.importing-{os.getpid()}"
     staging.mkdir()
     try:
-        tables = [table for table in (spec.source, spec.users, spec.items) if table is not None]
-        imported = Imported(target, separators={table.path.name: table.separator for table in tables
-                                                if table.kind == "csv" and table.separator != ","})
+        imported = Imported(target)
         _write_interactions(spec, staging / f"{name}.inter", imported)
         for suffix, table, key in (("user", spec.users, (spec.user, USER)), ("item", spec.items, (spec.item, ITEM))):
             if table is not None:
@@ -198,8 +195,10 @@ def _fields(chunk: Chunk, mapped: Mapping[str, str], spec: ImportSpec, role: Map
     columns = [str(c) for c in frame.columns]
     for column, field_ in mapped.items():
         if column not in columns:
+            one = (f" (one column: if another character separates them, give --separator, e.g. ' ')"
+                   if len(columns) == 1 and column in columns[0] else "")
             raise DataError(f"{chunk.table.path}: no column {column!r} ({role.get(column, field_)}); "
-                            f"its columns: {', '.join(columns)}")
+                            f"its columns: {', '.join(columns)}{one}")
     out, lists, names = {}, set(), {}
     for column in frame.columns:
         if str(column) in spec.drop:
