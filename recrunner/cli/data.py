@@ -21,7 +21,25 @@ def build_parser(parser_class) -> argparse.ArgumentParser:
                                       "check its files.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=parser_class,
                                      metavar="{import,describe,check}")
-    imported = commands.add_parser("import", help="write <data-path>/<name>/ from a table")
+    _import_arguments(commands.add_parser("import", help="write <data-path>/<name>/ from a table"))
+    for name, about in (("describe", "counts, distributions, and what the filters and split leave"),
+                        ("check", "read every file of the dataset, then build it as a run would")):
+        command = commands.add_parser(name, help=about)
+        command.add_argument("dataset", help="the dataset's name")
+        command.add_argument("--model", default="BPR", help="the model whose split to count (default BPR)")
+        command.add_argument("--set", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
+                             help="settings, as for a run (e.g. user_inter_num_interval='[5,inf)')")
+        command.add_argument("--config-dir", type=Path, default=None, help="recrunner's YAML layers")
+        if name == "describe":
+            command.add_argument("--json", action="store_true", help="print the description as JSON")
+    for command in commands.choices.values():
+        command.add_argument("--data-path", type=Path, default=None,
+                             help="folder holding <dataset>/ folders (default: $RECRUNNER_DATA_PATH or ./datasets)")
+        command.add_argument("--debug", action="store_true", help="show tracebacks")
+    return parser
+
+
+def _import_arguments(imported) -> None:
     imported.add_argument("file", type=Path, help="the interactions: .csv .tsv .parquet .jsonl (or --format's files)")
     imported.add_argument("--name", required=True, help="the dataset's name (runs use --dataset NAME)")
     imported.add_argument("--format", default=None, help="a public raw format: movielens, amazon, yelp")
@@ -51,21 +69,6 @@ def build_parser(parser_class) -> argparse.ArgumentParser:
     imported.add_argument("--encoding", default="utf-8", help="text encoding of CSV/TSV/JSON files (default utf-8)")
     imported.add_argument("--force", action="store_true", help="replace an existing dataset of that name")
     imported.add_argument("--chunk-rows", type=int, default=100_000, help=argparse.SUPPRESS)
-    for name, about in (("describe", "counts, distributions, and what the filters and split leave"),
-                        ("check", "read every file of the dataset, then build it as a run would")):
-        command = commands.add_parser(name, help=about)
-        command.add_argument("dataset", help="the dataset's name")
-        command.add_argument("--model", default="BPR", help="the model whose split to count (default BPR)")
-        command.add_argument("--set", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
-                             help="settings, as for a run (e.g. user_inter_num_interval='[5,inf)')")
-        command.add_argument("--config-dir", type=Path, default=None, help="recrunner's YAML layers")
-        if name == "describe":
-            command.add_argument("--json", action="store_true", help="print the description as JSON")
-    for command in commands.choices.values():
-        command.add_argument("--data-path", type=Path, default=None,
-                             help="folder holding <dataset>/ folders (default: $RECRUNNER_DATA_PATH or ./datasets)")
-        command.add_argument("--debug", action="store_true", help="show tracebacks")
-    return parser
 
 
 def run(args) -> int:
