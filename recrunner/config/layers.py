@@ -52,10 +52,10 @@ def config_file(name: Path | str, config_dir: Path | None = None, under: str = "
     if path.is_file():
         return path
     relative = Path(*path.parts[1:]) if path.parts[0] == "configs" and len(path.parts) > 1 else path
-    for folder in reversed(layer_folders(config_dir)):
+    for folder in [] if path.is_absolute() else reversed(layer_folders(config_dir)):
         for base in ((folder, folder / under) if under else (folder,)):
             for candidate in (base / relative, base / relative.with_name(relative.name + ".yaml")):
-                if not path.is_absolute() and candidate.is_file():
+                if candidate.is_file():
                     return candidate
     raise ConfigError(f"{'grid' if under else 'config'} file not found: {path}; packaged: {', '.join(packaged(under))}")
 
@@ -66,9 +66,8 @@ def packaged(under: str = "") -> list[str]:
     root = packaged_config_dir()
     if under:
         return sorted(str(p.relative_to(root)) for p in (root / under).glob("*.yaml"))
-    layers = {"base.yaml"}
     return sorted(str(p.relative_to(root)) for p in [*root.glob("*.yaml"), *(root / "protocols").glob("*.yaml")]
-                  if p.name not in layers)
+                  if p.name != "base.yaml")  # the layer every run reads, not a file to name
 
 
 def layered_params(config_dir: Path | None, model: str, dataset: str, overrides: Mapping,

@@ -172,10 +172,13 @@ def check_overrides(overrides: Mapping, defaults: Mapping, source: str = "--set"
         if key not in defaults and key not in RECBOLE_DERIVED_KEYS and key not in RECRUNNER_KEYS:
             known = sorted(set(defaults) | RECRUNNER_KEYS)
             close = difflib.get_close_matches(key, known, n=3)
-            hint = (f"; did you mean {', '.join(close)}?" if close else
-                    f"; neither RecBole's overall.yaml nor {model}'s yaml has it (a grid gives a parameter only some of "
-                    "its models have under model_params: {Model: {key: values}})" if model else
-                    "; see RecBole's overall.yaml and the model's yaml")
+            if close:
+                hint = f"; did you mean {', '.join(close)}?"
+            elif model:
+                hint = (f"; neither RecBole's overall.yaml nor {model}'s yaml has it (a grid gives a parameter only "
+                        "some of its models have under model_params: {Model: {key: values}})")
+            else:
+                hint = "; see RecBole's overall.yaml and the model's yaml"
             raise ConfigError(f"{source}: unknown config key {key!r}{hint}")
         checked[key] = coerce_value(key, value, defaults.get(key, RECRUNNER_DEFAULTS.get(key)), source)
     return checked

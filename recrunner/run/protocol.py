@@ -187,10 +187,10 @@ def separate(rows: list[dict]) -> dict:
     takes its dataset's column where it has one.
     """
     cards: dict = defaultdict(dict)
-    finished = [row for row in rows if row.get("protocol") or row.get("status", "ok") == "ok"]
-    for row in finished:
+    finished = [row.get("protocol") or row.get("status", "ok") == "ok" for row in rows]
+    for row in [row for row, done in zip(rows, finished) if done]:
         cards[row["dataset"]].setdefault(protocol_key(row.get("protocol")), row.get("protocol"))
-    for row in rows:  # the rest: its dataset's one column, else one of its own
+    for row in [row for row, done in zip(rows, finished) if not done]:  # its dataset's one column, else its own
         if len(cards[row["dataset"]]) != 1:
             cards[row["dataset"]].setdefault(protocol_key(row.get("protocol")), row.get("protocol"))
     labels, found = {}, {}
