@@ -336,6 +336,7 @@ def test_what_the_early_checks_read_from_recboles_files_is_what_recbole_has():
     ("eval_args", {"mode": {"valid": "full", "test": "unif100"}}, "eval_args mode 'unif100' is not a mode"),
     ("eval_args", {"split": {"LS": "valid_and_tes"}}, "eval_args split {'LS': 'valid_and_tes'} is not a split RecBole has"),
     ("eval_args", {"split": {"RS": [0.8, -0.1, 0.3]}}, "is not a split RecBole has; give {RS: [0.8, 0.1, 0.1]} (ratios)"),
+    ("pop_counts", "items", "pop_counts 'items' is not a way to count; choose one of batches, interactions"),
 ])
 def test_a_value_outside_what_recbole_reads_is_named_before_it_is_imported(setting, value, expected):
     assert any(expected in problem for problem in impossible_values({setting: value}))

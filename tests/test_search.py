@@ -170,13 +170,28 @@ def test_final_seeds_repeat_the_configuration_best_on_validation(tmp_path, capsy
 
 def test_a_model_with_less_tuning_is_named():
     rows = [{"model": "SASRec", "dataset": "d", "status": "ok", "role": "trial", "epochs_trained": 5, "max_epochs": 50,
-             "seconds": 10.0}] * 3 + [{"model": "Pop", "dataset": "d", "status": "ok", "role": None,
-                                       "epochs_trained": 1, "max_epochs": 1, "seconds": 1.0}]
+             "seconds": 10.0}] * 3 + [{"model": "BPR", "dataset": "d", "status": "ok", "role": None,
+                                       "epochs_trained": 20, "max_epochs": 20, "seconds": 1.0}]
     found = budgets(rows)
     assert found[("SASRec", "d")] == {"trials": 3, "pruned": 0, "selection": 0, "runs": 3, "max_epochs": 50,
-                                      "epochs": 15, "seconds": 30.0}
-    assert unequal(found) == ["Pop on d got its defaults or a hand-made grid (no search) while SASRec got 3 trials: "
+                                      "epochs": 15, "seconds": 30.0, "one_pass": False, "untunable": False}
+    assert unequal(found) == ["BPR on d got its defaults or a hand-made grid (no search) while SASRec got 3 trials: "
                               "the comparison favours the better-tuned model; give every model the same --trials"]
+
+
+def test_a_model_fitted_in_one_pass_is_named_only_for_what_it_could_have_been_tuned_on():
+    """Pop has nothing to tune and ItemKNN no epochs: neither is less tuned for it; ItemKNN at its defaults is."""
+    searched = [{"model": "SASRec", "dataset": "d", "status": "ok", "role": "trial", "epochs_trained": 5,
+                 "max_epochs": 50, "seconds": 10.0}] * 3
+    one_pass = [{"model": model, "dataset": "d", "status": "ok", "role": role, "epochs_trained": 1, "max_epochs": 1,
+                 "seconds": 1.0} for model, role in (("Pop", "trial"), ("ItemKNN", "trial"))]
+    found = budgets(searched + one_pass * 3)
+    assert (found[("Pop", "d")]["one_pass"], found[("Pop", "d")]["untunable"]) == (True, True)
+    assert (found[("ItemKNN", "d")]["one_pass"], found[("ItemKNN", "d")]["untunable"]) == (True, False)
+    assert unequal(found) == []  # the same trials, and an epoch cap of 1 by design
+    found = budgets(searched + [{**row, "role": None} for row in one_pass])
+    assert unequal(found) == ["ItemKNN on d got its defaults or a hand-made grid (no search) while SASRec got 3 "
+                              "trials: the comparison favours the better-tuned model; give every model the same --trials"]
 
 
 def _without_ends(record, cell):
@@ -319,18 +334,19 @@ def _study_of(tmp_path, spec):
 
 
 def test_a_baseline_outside_the_search_is_named_on_the_console_and_in_the_report(tmp_path, capsys, base_args):
-    assert run_cli(capsys, ["--model", "Pop", "--name", "tune", *base_args, "--set", "user_inter_num_interval=[10,60]",
-                            "--quiet"])[0] == 0
+    """ItemKNN at its defaults is named; Pop, with nothing to tune, is not (config/one_pass.py)."""
+    assert run_cli(capsys, ["--model", "ItemKNN", "Pop", "--name", "tune", *base_args, "--set",
+                            "user_inter_num_interval=[10,60]", "--quiet"])[0] == 0
     code, out, _ = run_cli(capsys, ["--grid", _grid(tmp_path), "--search", "random", "--trials", "2", *base_args,
                                     "--quiet"])
     assert code == 0
-    warning = ("warning: Pop on ml-100k got its defaults or a hand-made grid (no search) while BPR got 2 trials: the "
-               "comparison favours the better-tuned model; give every model the same --trials")
-    assert out.splitlines()[-1] == warning
+    warning = ("warning: ItemKNN on ml-100k got its defaults or a hand-made grid (no search) while BPR got 2 trials: "
+               "the comparison favours the better-tuned model; give every model the same --trials")
+    assert out.splitlines()[-1] == warning and "Pop on ml-100k" not in out
     code, _, err = run_cli(capsys, ["report", str(tmp_path / "runs" / "tune"), "--baseline", "Pop"])
     assert code == 0 and warning in err
     report = (tmp_path / "runs" / "tune" / "report" / "report.md").read_text()
-    assert "| Pop | ml-100k | 0 | 0 | 0 | 1 | 1 |" in report and warning.replace("warning:", "**warning:**") in report
+    assert "| ItemKNN | ml-100k | 0 | 0 | 0 | 1 | 1 |" in report and warning.replace("warning:", "**warning:**") in report
 
 
 def test_a_search_on_ray_reports_every_validation_to_the_one_study(tmp_path, capsys, base_args):

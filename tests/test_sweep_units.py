@@ -7,6 +7,8 @@ import pytest
 
 from recrunner import ConfigError
 from recrunner.sweep import Grid, expand, grid_from_mapping, load_grid, swept_parameters
+from recrunner.sweep.grid import unread_swept
+from recrunner.sweep.request import describe_unread
 from recrunner.sweep.executors import died
 from recrunner.sweep.record import CellState, SweepRecord, decide, fold
 from recrunner.sweep.results import cell_row, results_csv, results_markdown
@@ -37,6 +39,54 @@ def test_repeats_make_consecutive_seeds_and_an_override_stops_a_sweep():
                               "repeats": 3})
     assert [c.params["seed"] for c in expand(grid)] == [2020, 2021, 2022, 2020, 2021, 2022]
     assert len(expand(grid, overrides={"learning_rate": 0.5})) == 3
+
+
+def _unread(model):
+    return frozenset({"learning_rate", "train_batch_size"}) if model in ("Pop", "ItemKNN") else frozenset()
+
+
+def test_a_model_that_does_not_read_a_swept_setting_gets_one_cell_for_all_its_values():
+    grid = grid_from_mapping({"models": ["BPR", "ItemKNN"], "datasets": ["d"], "seeds": [1, 2],
+                              "params": {"learning_rate": [0.1, 0.01], "train_batch_size": [256, 512], "epochs": 3},
+                              "model_params": {"ItemKNN": {"k": [10, 50]}}})
+    cells = expand(grid, unread=_unread)
+    knn = [cell for cell in cells if cell.model == "ItemKNN"]
+    assert len(cells) == 2 * 2 * 2 + 2 * 2      # BPR: lr x batch x seeds; ItemKNN: its own k x seeds
+    assert [cell.params for cell in knn[:2]] == [{"epochs": 3, "k": 10, "seed": 1}, {"epochs": 3, "k": 10, "seed": 2}]
+    assert knn[0].swept == ("k", "seed")
+    assert len(expand(grid)) == 2 * 2 * 2 + 2 * 2 * 2 * 2  # without `unread`, every value multiplies
+    fixed = expand(grid, overrides={"learning_rate": 0.5}, unread=_unread)  # an override is taken as it is
+    assert all(cell.params["learning_rate"] == 0.5 for cell in fixed)
+    assert unread_swept(grid, _unread) == {"ItemKNN": ["learning_rate", "train_batch_size"]}
+    assert unread_swept(grid, _unread, {"learning_rate": 0.5}) == {"ItemKNN": ["train_batch_size"]}
+
+
+def test_the_grid_says_which_models_get_one_cell_for_the_values_they_do_not_read():
+    grid = grid_from_mapping({"models": ["BPR", "Pop", "ItemKNN", "EASE"], "datasets": ["d"],
+                              "params": {"learning_rate": [0.1, 0.01], "train_batch_size": [256, 512]}})
+    assert describe_unread(grid, {}) == (
+        "Pop is fitted in one pass (RecBole's TraditionalTrainer): learning_rate changes nothing in its numbers, so "
+        "one cell stands for all its values; ItemKNN and EASE are fitted in one pass (RecBole's TraditionalTrainer): "
+        "learning_rate and train_batch_size change nothing in their numbers, so one cell stands for all their values")
+    assert describe_unread(grid_from_mapping({"models": ["BPR"], "datasets": ["d"],
+                                              "params": {"learning_rate": [0.1, 0.01]}}), {}) is None
+
+
+def test_a_search_leaves_out_what_a_model_does_not_read_and_gives_nothing_to_tune_one_trial():
+    from recrunner.sweep.grid import expand_search
+
+    grid = grid_from_mapping({"models": ["BPR", "Pop"], "datasets": ["d"], "search": "tpe",
+                              "params": {"learning_rate": {"loguniform": [1e-4, 1e-2]}}})
+    own = {"BPR": ("embedding_size",), "Pop": (), "ItemKNN": ("k", "shrink")}.get
+    bpr, pop = expand_search(grid, unread=_unread, own=own)
+    assert (list(bpr.space), bpr.trials, bpr.unread) == (["learning_rate"], None, ())
+    assert (pop.space, pop.trials, pop.unread) == ({}, 1, ("learning_rate",))
+    with pytest.raises(ConfigError, match=r"ItemKNN is fitted in one pass, so learning_rate changes nothing in it; "
+                                          r"search its own parameters \(k, shrink\) under model_params"):
+        expand_search(grid_from_mapping({**{"models": ["ItemKNN"], "datasets": ["d"], "search": "tpe"},
+                                         "params": {"learning_rate": [0.1, 0.2]}}), unread=_unread, own=own)
+    with pytest.raises(ConfigError, match="has nothing to search: give a list or a distribution"):
+        expand_search(grid_from_mapping({"models": ["Pop"], "datasets": ["d"], "search": "tpe"}), unread=_unread, own=own)
 
 
 @pytest.mark.parametrize("raw, message", [

@@ -10,7 +10,7 @@ from ..core.interrupts import sigterm_interrupts
 from ..core.layout import OutputPaths
 from ..run.record import Status
 from ..sweep import forkserver
-from ..sweep.request import SweepRequest, cells_of, describe_plan, grid_of, may_have_work, sweep_name
+from ..sweep.request import SweepRequest, cells_of, describe_plan, describe_unread, grid_of, may_have_work, sweep_name
 from .arguments import sweep_options, user_config_dir, workspace_of
 
 
@@ -62,6 +62,8 @@ def _run(args) -> int:
         seeds = max(search.final_seeds, select.seeds if select else 0)  # the seeds each study needs
         return run_search(args, cells_of(request, grid, overrides, seeds), name, search, workspace_of(args), select)
     cells = cells_of(request, grid, overrides)
+    if (unread := describe_unread(grid, overrides)) is not None:
+        print(unread)
     record = OutputPaths(args.output).sweep(name).record
     launches = (args.nproc or 1) > 1 and not args.under_torchrun  # --nproc: the run's processes fork from it
     if not args.dry_run and (forkserver.serves(args.backend, args.workers, args.gpus) or launches) and \

@@ -61,6 +61,8 @@ def run_search(args, specs, name, options, workspace, select=None) -> int:
     if args.dry_run:
         print("\n".join([f"sweep {name}: a search -> {workspace.output_dir / name}", *search.describe()]))
         return 0
+    for line in search.left_out():
+        print(line)
     if forkserver.serves(args.backend, args.workers, args.gpus):
         forkserver.start()
     with sigterm_interrupts():

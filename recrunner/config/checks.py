@@ -30,6 +30,9 @@ FAST_PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # fast mode's autocast dtype
 SWITCH = ("auto", True, False)  # a setting decided per device or model unless true or false (fast_compile, ...)
 FAST_DROPOUTS = ("auto", "torch", "numpy")  # where fast mode's dropout masks come from (recrunner.training.fast.dropout)
 FAST_NEGATIVES = ("auto", "numpy", "torch")  # who draws fast mode's training negatives (recrunner.training.fast.data)
+POP_COUNTS = ("batches", "interactions")  # Pop's counts: RecBole 1.2.1's, or every interaction (seams/models.py)
+_CHOICES = {"fast_precision": (FAST_PRECISIONS, "a precision"), "fast_dropout": (FAST_DROPOUTS, "a generator of masks"),
+            "fast_negatives": (FAST_NEGATIVES, "a generator of negatives"), "pop_counts": (POP_COUNTS, "a way to count")}
 LEARNERS = ("adam", "adamw", "sgd", "adagrad", "rmsprop", "sparse_adam")  # recbole.trainer.Trainer._build_optimizer
 _AT_LEAST_ONE = {"epochs", "train_batch_size", "eval_batch_size", "checkpoint_every", "gradient_accumulation_steps",
                  "eval_every_steps", "checkpoint_every_steps", "log_every_steps",
@@ -61,12 +64,9 @@ def impossible_values(params: Mapping[str, Any]) -> list[str]:
             if key == "learner" and str(value).lower() not in LEARNERS:
                 problems.append(f"learner {value!r} is not an optimizer RecBole knows (it would silently use adam); "
                                 f"choose one of {', '.join(LEARNERS)}")
-            if key == "fast_precision" and value not in FAST_PRECISIONS:
-                problems.append(f"fast_precision {value!r} is not a precision; choose one of {', '.join(FAST_PRECISIONS)}")
-            if key == "fast_dropout" and value not in FAST_DROPOUTS:
-                problems.append(f"fast_dropout {value!r} is not a generator of masks; choose one of {', '.join(FAST_DROPOUTS)}")
-            if key == "fast_negatives" and value not in FAST_NEGATIVES:
-                problems.append(f"fast_negatives {value!r} is not a generator of negatives; choose one of {', '.join(FAST_NEGATIVES)}")
+            if key in _CHOICES and value not in _CHOICES[key][0]:
+                choices, what = _CHOICES[key]
+                problems.append(f"{key} {value!r} is not {what}; choose one of {', '.join(choices)}")
             if key in ("fast_compile", "fast_cuda_graphs", "fast_last_layer", "cuda_graph_step") and value not in SWITCH:
                 problems.append(f"{key} {value!r} must be auto, true or false")
             unknown = [m for m in numbers if key == "metrics" and METRICS and str(m).lower() not in METRICS]
@@ -96,7 +96,7 @@ def read_loss_every_problem(value) -> str | None:
 
 
 @functools.lru_cache(maxsize=None)
-def _recbole_dir() -> Path | None:
+def recbole_dir() -> Path | None:
     """The installed recbole package's folder, found without importing it."""
     spec = importlib.util.find_spec("recbole")
     if spec is None or not spec.submodule_search_locations:
@@ -107,7 +107,7 @@ def _recbole_dir() -> Path | None:
 def _metric_names(base: str = r"\w+") -> list[str]:
     """RecBole's metric names (recbole.evaluator.register.metrics_dict), read from its source file;
     `base`: only the subclasses of that class (LossMetric: the value metrics)."""
-    recbole = _recbole_dir()
+    recbole = recbole_dir()
     try:
         source = (recbole / "evaluator" / "metrics.py").read_text() if recbole else ""
     except OSError:
@@ -238,7 +238,7 @@ def key_lines(path: Path) -> dict[str, int]:
 
 # ---------------------------------------------------------------- RecBole's YAML files, read without importing it
 def _properties() -> Path | None:
-    recbole = _recbole_dir()
+    recbole = recbole_dir()
     return recbole / "properties" if recbole else None
 
 

@@ -11,16 +11,20 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from ..config.one_pass import nothing_to_tune, one_pass_models
+
 
 def budgets(rows: list[dict]) -> dict:
-    """{(model, dataset): {"trials", "pruned", "selection", "runs", "max_epochs", "epochs", "seconds"}} over
-    every run."""
+    """{(model, dataset): {"trials", "pruned", "selection", "runs", "max_epochs", "epochs", "seconds", "one_pass",
+    "untunable"}} over every run; `one_pass`: fitted in one pass, whatever the epoch cap; `untunable`: nothing
+    to tune either (config/one_pass.py)."""
     found: dict = defaultdict(lambda: {"trials": 0, "pruned": 0, "selection": 0, "runs": 0, "max_epochs": None,
                                        "epochs": 0, "seconds": 0.0})
     for row in rows:
         if row.get("status") not in ("ok", "pruned", "failed"):
             continue
         entry = found[(row["model"], row["dataset"])]
+        entry["one_pass"], entry["untunable"] = row["model"] in one_pass_models(), nothing_to_tune(row["model"])
         entry["runs"] += 1
         entry["trials"] += row.get("role") == "trial"
         entry["selection"] += row.get("role") == "select"
@@ -42,7 +46,7 @@ def unequal(found: dict) -> list[str]:
         cap = max((b["max_epochs"] or 0) for b in models.values())
         raced = next((m for m, b in models.items() if b["selection"]), None)
         for model, b in models.items():
-            if raced and not b["selection"]:
+            if raced and not b["selection"] and not b.get("untunable"):
                 warnings.append(f"{model} on {dataset} was picked on one seed while {raced}'s pick raced over seeds "
                                 f"({models[raced]['selection']} selection runs): give every model the same "
                                 "--select-top and --select-seeds")
@@ -50,11 +54,11 @@ def unequal(found: dict) -> list[str]:
             continue  # no search on this dataset: nothing was tuned, equally
         leader = next(m for m, b in models.items() if b["trials"] == most)
         for model, b in models.items():
-            if b["trials"] < most:
+            if b["trials"] < most and not b.get("untunable"):
                 what = "its defaults or a hand-made grid (no search)" if b["trials"] == 0 else f"{b['trials']} trials"
                 warnings.append(f"{model} on {dataset} got {what} while {leader} got {most} trials: the comparison "
                                 f"favours the better-tuned model; give every model the same --trials")
-            elif b["max_epochs"] is not None and b["max_epochs"] < cap:
+            elif b["max_epochs"] is not None and b["max_epochs"] < cap and not b.get("one_pass"):
                 warnings.append(f"{model} on {dataset} trained at most {b['max_epochs']} epochs, others up to {cap}: "
                                 "give every model the same epochs")
     return warnings

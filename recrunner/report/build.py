@@ -56,7 +56,7 @@ def discover(sweep_dir: Path) -> list[dict]:
                "valid_metric": record.valid_metric or "mrr@10",
                "best_valid_score": record.best_valid_score, "initial_valid": record.initial_valid,
                "params": {k: v for k, v in record.params.items() if k != "seed"},
-               "protocol": record.protocol, "under_trained": record.under_trained,
+               "protocol": record.protocol, "under_trained": record.under_trained, "caveat": record.caveat,
                "epochs_trained": record.epochs_trained, "epochs_to_best": record.epochs_to_best,
                "seconds_to_best": record.seconds_to_best, "seconds": record.seconds,
                "role": (record.search or {}).get("role"), "max_epochs": record.max_epochs}
@@ -118,8 +118,8 @@ def _flags(row) -> list:
         bigger = metric_bigger(row["valid_metric"])
         if (best <= start) if bigger else (best >= start):
             reasons.append(f"never better than the untrained model (epoch -1 {row['valid_metric']} {start:.4f})")
-    if row["status"] == Status.OK and row.get("under_trained"):
-        reasons.append(row["under_trained"])
+    if row["status"] == Status.OK:
+        reasons += [text for text in (row.get("under_trained"), row.get("caveat")) if text]
     return [(row, reason) for reason in reasons]
 
 

@@ -26,7 +26,7 @@ from ..data.cache import load_data
 from ..core.errors import ConfigError, RecrunnerError, RunInterrupted, one_line
 from ..core.interrupts import deferred
 from ..core.layout import OutputPaths
-from .models import logged_failure
+from .models import logged_failure, model_caveat
 from .preparation import Experiment, PreparedRun, Workspace, prepare
 from .provenance import provenance
 from .record import RunRecord, Status
@@ -214,9 +214,10 @@ def _finish_record(prepared: PreparedRun, workspace: Workspace, record: RunRecor
                    trainer) -> None:
     config = prepared.config
     record.finish(status, error, trainer, _now())
+    record.caveat = model_caveat(config["model"], config)
     record.device = device.usage(config["device"]).as_dict()
-    if record.under_trained:
-        logger.warning(f"{config['model']} on {config['dataset']} {record.under_trained}")
+    for warning in filter(None, (record.under_trained, record.caveat)):
+        logger.warning(f"{config['model']} on {config['dataset']} {warning}")
     writer.end_session(status.value, prepared.hparams)
     writer.close()
     record.write(prepared.paths.metrics)
@@ -237,7 +238,7 @@ def _build_trainer(prepared: PreparedRun, run_dir: Path, train_data, writer, cal
     config = prepared.config
     init_seed(config["seed"], config["reproducibility"])
     model_class = recbole_model_class(config["model"], detect_anomaly=setting(config, "detect_anomaly"))
-    model = ready_model(built_model(model_class, config, train_data._dataset).to(config["device"]))
+    model = ready_model(built_model(model_class, config, train_data._dataset).to(config["device"]), config)
     logger.info(model, extra={"file_only": True})
     trainer = prepared.trainer_class(config, model, writer=writer, callbacks=callbacks, hparams=prepared.hparams,
                                      run_dir=run_dir)

@@ -154,6 +154,16 @@ def check_heads(model: str, config) -> None:
                           f"gets hidden_size / n_heads features")
 
 
+def model_caveat(model: str, settings) -> str | None:
+    """What a reader of a run's numbers must know about the model itself, from its settings (RecBole's
+    Config or a mapping; pure), or None: Pop counting per batch (seams/models.py)."""
+    if model == "Pop" and (settings["pop_counts"] or "batches") == "batches":
+        return (f"counted each item once per training batch it is in, as RecBole 1.2.1's Pop does (its issue #1844): "
+                f"its scores depend on train_batch_size ({settings['train_batch_size']}); pop_counts: interactions "
+                "counts every interaction once")
+    return None
+
+
 def logged_failure(model: str, exc: BaseException) -> str:
     """Log a run's failure in its own code and return its one-line reason: with the traceback, or, for a known
     cause (`failure_hint`), one line on the console and the traceback in run.log only."""

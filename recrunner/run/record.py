@@ -77,6 +77,7 @@ class RunRecord:
     epochs_to_best: int | None = None                # best_epoch + 1
     seconds_to_best: float | None = None             # training and validation time until the best epoch ended
     under_trained: str | None = None                 # "may be under-trained: ..." (convergence.py), else None
+    caveat: str | None = None                        # what the model does that its numbers depend on (models.model_caveat)
     protocol: dict = field(default_factory=dict)     # split, order, ranking, filters, counts, leakage (protocol.py)
     search: dict = field(default_factory=dict)       # a search's run: {"role": "trial" | "final", "trial": number}
     pretrain_seconds: float | None = None            # S3Rec, RaCT: their pre-training stages
@@ -125,10 +126,10 @@ class RunRecord:
                                            validated_step=state.validated_step if by_steps else None)
 
     def warnings(self) -> list[str]:
-        """What a reader of this run's numbers must know: under-training, leakage, sampled metrics."""
+        """What a reader of this run's numbers must know: under-training, the model's caveat, leakage, sampled metrics."""
         from .protocol import warnings
 
-        return ([self.under_trained] if self.under_trained else []) + warnings(self.protocol)
+        return [text for text in (self.under_trained, self.caveat) if text] + warnings(self.protocol)
 
     def to_json(self) -> dict:
         values = dataclasses.asdict(self)

@@ -16,6 +16,11 @@
 | they are built: to stdout, among a sweep's result lines;  | goes to the run's run.log, line by line;   |
 | GRU4RecCPR and SASRecCPR then `sys.exit(0)` on BPR loss   | an exit is a ConfigError saying what it    |
 | (the process ends, exit code 0, the run unrecorded)       | printed: the run fails, the sweep goes on  |
+| Pop counts an item once per training batch it is in       | kept (exact mode is RecBole's), with a     |
+| (`item_cnt[item] = item_cnt[item] + 1`: a repeated index  | warning on every such run; `pop_counts:    |
+| is written once), so its scores depend on                 | interactions`: `count_every_interaction`   |
+| train_batch_size (RecBole issue #1844, open), and counts  | counts each interaction once and sampled   |
+| the negatives sampled for it (pointwise) as interactions  | negatives not at all                       |
 """
 
 from __future__ import annotations
@@ -73,12 +78,16 @@ def repair_model(model):
     return model
 
 
-def ready_model(model):
+def ready_model(model, config=None):
     """The model a run trains: `repair_model`'s, with RecBole's host loops over a batch replaced by
-    methods that give equal tensors where the batch is (seams/host_loops.py); returns it.
-    Plain RecBole's runs in the tests get `repair_model` only."""
+    methods that give equal tensors where the batch is (seams/host_loops.py), and Pop counting every
+    interaction where the run's `config` says `pop_counts: interactions`; returns it. Plain RecBole's
+    runs in the tests get `repair_model` only."""
+    from ..config.params import setting
     from .host_loops import without_host_loops
 
+    if type(model).__name__ == "Pop" and config is not None and setting(config, "pop_counts") == "interactions":
+        count_every_interaction(model, config["LABEL_FIELD"])
     methods = without_host_loops(repair_model(model))
     if methods:
         logging.getLogger("recrunner").info(
@@ -86,6 +95,24 @@ def ready_model(model):
             f"run{'s' if len(methods) == 1 else ''} without RecBole's loop over the batch on the host, with equal "
             f"tensors (seams/host_loops.py)", extra={"file_only": True})
     return model
+
+
+def count_every_interaction(model, label: str = "label") -> None:
+    """Pop's training step counting each training interaction once: a repeated item as often as it is in the
+    batch (RecBole 1.2.1 counts it once per batch), and the negatives RecBole samples for it (rows whose `label`
+    is 0: Pop is a pointwise model, and RecBole samples one per interaction by default) not at all. An
+    instance attribute, so the model's state and checkpoints are unchanged."""
+    import torch
+
+    def calculate_loss(interaction):
+        items = interaction[model.ITEM_ID]
+        if label in interaction:
+            items = items[interaction[label] > 0]
+        model.item_cnt += torch.bincount(items, minlength=model.item_cnt.size(0)).unsqueeze(1).to(model.item_cnt.dtype)
+        model.max_cnt = torch.max(model.item_cnt, dim=0)[0]
+        return torch.nn.Parameter(torch.zeros(1)).to(model.device)  # RecBole's Pop: a loss with nothing to train
+
+    model.calculate_loss = calculate_loss
 
 
 def provide_torch_scatter() -> None:

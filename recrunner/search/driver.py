@@ -116,7 +116,7 @@ class Search:
     def exhausted(self) -> bool:
         """No trial left to ask, and no final seeds (or race runs) left to plan."""
         for spec in self.specs:
-            if len(self.studies.trials(spec.study_name)) < self.options.trials:
+            if len(self.studies.trials(spec.study_name)) < self._budget(spec):
                 return False
             if self.selection is not None and not self.selection.over(spec.study_name):
                 return False
@@ -124,10 +124,14 @@ class Search:
                 return False
         return True
 
+    def _budget(self, spec) -> int:
+        """The trials the spec's study gets: the search's, or 1 where the model has nothing to tune."""
+        return spec.trials or self.options.trials
+
     def _ended(self, spec) -> list | None:
         """The study's trials once all are asked and have ended, else None."""
         trials = self.studies.trials(spec.study_name)
-        ended = len(trials) >= self.options.trials and all(t.state.name in ("COMPLETE", "PRUNED", "FAIL") for t in trials)
+        ended = len(trials) >= self._budget(spec) and all(t.state.name in ("COMPLETE", "PRUNED", "FAIL") for t in trials)
         return trials if ended else None
 
     def _races(self) -> list:
@@ -176,7 +180,7 @@ class Search:
         """Trials not asked yet and final runs not planned yet, over every study."""
         left = 0
         for spec in self.specs:
-            left += max(0, self.options.trials - len(self.studies.trials(spec.study_name)))
+            left += max(0, self._budget(spec) - len(self.studies.trials(spec.study_name)))
             if self.selection is not None:
                 waiting = spec.study_name not in self.selection.groups
                 left += waiting * self.selection.options.top * (self.selection.options.seeds - 1)
@@ -192,6 +196,10 @@ class Search:
         if spec is not None:
             self.studies.tell(spec.study_name, numbers, result)
 
+    def left_out(self) -> list[str]:
+        """A line per study that left settings out of its space, as its model does not read them (config/one_pass.py)."""
+        return [f"{spec.study_name}: {_space_text(spec)}" for spec in self.specs if spec.unread]
+
     def describe(self) -> list[str]:
         """The space and the budget, for --dry-run."""
         after = (f" after {self.options.prune_after} epoch" + "s" * (self.options.prune_after != 1)
@@ -199,10 +207,16 @@ class Search:
         lines = [f"search: {self.options.method}, {self.options.trials} trials per model and dataset, pruning "
                  f"{self.options.prune}{after}, final seeds {self.options.final_seeds or 'off'}; study: "
                  f"{self.storage_url}"]
-        for spec in self.specs:
-            lines.append(f"  {spec.study_name}: " + ", ".join(f"{n} {d.describe()}" for n, d in spec.space.items()))
+        lines += [f"  {spec.study_name}: {_space_text(spec)}" for spec in self.specs]
         if self.selection is not None:
             from ..sweep.selection import describe
 
             lines.append(describe(self.selection.options))
         return lines
+
+
+def _space_text(spec: SearchSpec) -> str:
+    """A study's space in words, and what it left out (pure)."""
+    space = ", ".join(f"{name} {distribution.describe()}" for name, distribution in spec.space.items())
+    return (space or "nothing to tune, 1 trial") + (
+        f" ({spec.model} is fitted in one pass: {', '.join(spec.unread)} left out)" if spec.unread else "")

@@ -93,7 +93,7 @@ class Studies:
         study, options = self[spec.study_name], self.options
         with self.lock():
             asked = len(study.get_trials(deepcopy=False))
-            if asked >= options.trials:
+            if asked >= (spec.trials or options.trials):
                 return None
             study.sampler = make_sampler(options.method, options.seed + asked, options.trials)
             number = study.ask({name: d.to_optuna() for name, d in spec.space.items()}).number

@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ..config.params import load_yaml
 from ..core.errors import ConfigError
@@ -37,6 +37,7 @@ GRID_KEYS = ("name", "models", "datasets", "params", "model_params", "dataset_pa
 SEARCH_METHODS = ("random", "tpe")
 PRUNERS = ("none", "median", "asha", "hyperband")
 DEFAULT_SEED = 2020
+Unread = Callable[[str], frozenset] | None  # a model -> the settings its numbers do not depend on
 
 
 @dataclass(frozen=True)
@@ -166,8 +167,10 @@ def _seeds(raw: Mapping, source: str) -> tuple[int, ...] | None:
     return None
 
 
-def expand(grid: Grid, overrides: Mapping[str, Any] | None = None) -> list[Cell]:
-    """Every cell of the grid, in a stable order; `overrides` (--config-file, --set) win over all."""
+def expand(grid: Grid, overrides: Mapping[str, Any] | None = None, unread: Unread = None) -> list[Cell]:
+    """Every cell of the grid, in a stable order; `overrides` (--config-file, --set) win over all.
+    `unread(model)`: the settings the model's numbers do not depend on (config/one_pass.py); the
+    grid's lists of them do not multiply its cells, and its cells do not set them."""
     if not grid.models or not grid.datasets:
         raise ConfigError("a sweep needs at least one model and one dataset")
     overrides = dict(overrides or {})
@@ -178,6 +181,8 @@ def expand(grid: Grid, overrides: Mapping[str, Any] | None = None) -> list[Cell]
             if is_distribution(value) and name not in overrides:
                 raise ConfigError(f"{name}: a distribution ({value}) is searched, not swept: add --search tpe "
                                   "(or random) and --trials N, or give a list of values")
+        ignored = _unread_swept(layers, overrides, unread(model) if unread else ())
+        layers = {k: v for k, v in layers.items() if k not in ignored}
         swept_keys = [k for k, v in layers.items() if isinstance(v, list) and k not in overrides]
         for values in itertools.product(*(layers[k] for k in swept_keys)):
             params = {**{k: v for k, v in layers.items() if k not in swept_keys}, **dict(zip(swept_keys, values)),
@@ -192,9 +197,12 @@ def expand(grid: Grid, overrides: Mapping[str, Any] | None = None) -> list[Cell]
     return cells
 
 
-def expand_search(grid: Grid, overrides: Mapping[str, Any] | None = None) -> list[SearchSpec]:
+def expand_search(grid: Grid, overrides: Mapping[str, Any] | None = None, unread: Unread = None,
+                  own: Callable[[str], tuple] | None = None) -> list[SearchSpec]:
     """One search per (model, dataset): its fixed parameters and its space (lists and
-    distributions); `overrides` (--config-file, --set) fix a parameter (pure)."""
+    distributions); `overrides` (--config-file, --set) fix a parameter. `unread(model)`: settings
+    left out of the model's space (config/one_pass.py); a model whose space is then empty gets one
+    trial where it has no parameters of its own (`own(model)`: Pop), else it is an error (pure)."""
     if not grid.models or not grid.datasets:
         raise ConfigError("a search needs at least one model and one dataset")
     overrides = dict(overrides or {})
@@ -204,15 +212,40 @@ def expand_search(grid: Grid, overrides: Mapping[str, Any] | None = None) -> lis
         fixed, space = split({k: v for k, v in layers.items() if k not in overrides}, source=f"{model} on {dataset}")
         fixed.update({**grid.fixed, **overrides})
         space = {k: v for k, v in space.items() if k not in grid.fixed}
-        if not space:
-            raise ConfigError(f"the search of {model} on {dataset} has nothing to search: give a list or a "
-                              "distribution ({loguniform: [1e-4, 1e-2]}, ...) in params or model_params")
+        ignored = [k for k in space if k in (unread(model) if unread else ())]
+        space = {k: v for k, v in space.items() if k not in ignored}
+        parameters = tuple(own(model)) if own else ()
+        if not space and not (ignored and not parameters):
+            raise ConfigError(f"the search of {model} on {dataset} has nothing to search: " + (
+                f"{model} is fitted in one pass, so {', '.join(ignored)} change{'s' * (len(ignored) == 1)} nothing in it; search its own "
+                f"parameters ({', '.join(parameters)}) under model_params: {{{model}: ...}}" if ignored else
+                "give a list or a distribution ({loguniform: [1e-4, 1e-2]}, ...) in params or model_params"))
         first = fixed.pop("seed", DEFAULT_SEED)
         seeds = grid.seeds or (first,)
         wanted = grid.final_seeds or 0
         seeds = seeds if len(seeds) >= wanted else tuple(seeds) + tuple(range(seeds[-1] + 1, seeds[-1] + 1 + wanted - len(seeds)))
-        specs.append(SearchSpec(model, dataset, fixed, space, tuple(seeds)))
+        specs.append(SearchSpec(model, dataset, fixed, space, tuple(seeds), trials=None if space else 1,
+                                unread=tuple(ignored)))
     return specs
+
+
+def _unread_swept(layers: Mapping[str, Any], overrides: Mapping[str, Any], unread) -> set[str]:
+    """The grid's lists of settings a model does not read (pure)."""
+    return {k for k, v in layers.items() if k in unread and isinstance(v, list) and k not in overrides}
+
+
+def unread_swept(grid: Grid, unread: Unread, overrides: Mapping[str, Any] | None = None) -> dict[str, list[str]]:
+    """Per model, the swept settings it does not read, so that its cells are fewer than the grid's
+    product (pure); models without any are left out."""
+    found = {}
+    for model in grid.models:
+        keys = set()
+        for dataset in grid.datasets:
+            layers = {**grid.params, **grid.dataset_params.get(dataset, {}), **grid.model_params.get(model, {})}
+            keys |= _unread_swept(layers, overrides or {}, unread(model))
+        if keys:
+            found[model] = sorted(keys)
+    return found
 
 
 def swept_parameters(cells) -> list[str]:

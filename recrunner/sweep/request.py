@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..config.params import load_yaml, parse_set_options
-from .grid import Grid, example_cells, expand, expand_search, load_grid
+from .grid import Grid, example_cells, expand, expand_search, load_grid, unread_swept
 
 
 @dataclass(frozen=True)
@@ -49,18 +49,40 @@ def grid_of(request: SweepRequest) -> tuple[Grid, dict]:
 def cells_of(request: SweepRequest, grid: Grid, overrides: dict, final_seeds: int | None = None):
     """The sweep's cells, or with `final_seeds` (a search) one spec per (model, dataset); each checked
     against RecBole's keys and types (config/checks.py), naming the grid file's lines."""
-    from ..config.checks import check_grid_cells, key_lines
+    from ..config.checks import check_grid_cells, key_lines, recbole_model_defaults_file
+    from ..config.one_pass import unread_settings
 
     lines = key_lines(request.grid_file) if request.grid_file else None
     source = str(request.grid_file or "--set")
     if final_seeds is not None:
-        specs = expand_search(replace(grid, final_seeds=final_seeds), overrides)
+        specs = expand_search(replace(grid, final_seeds=final_seeds), overrides, unread_settings,
+                              own=lambda model: tuple(recbole_model_defaults_file(model)))
         check_grid_cells(example_cells(specs), source, lines)
         return specs
-    cells = expand(grid, overrides)
+    cells = expand(grid, overrides, unread_settings)
     if request.grid_file:
         check_grid_cells(cells, source, lines)
     return cells
+
+
+def describe_unread(grid: Grid, overrides: dict) -> str | None:
+    """A line for the models whose cells the grid's lists do not multiply (config/one_pass.py), or None."""
+    from ..config.one_pass import unread_settings
+
+    found = unread_swept(grid, unread_settings, overrides)
+    if not found:
+        return None
+    groups: dict[tuple, list[str]] = {}
+    for model, keys in found.items():
+        groups.setdefault(tuple(keys), []).append(model)
+    parts = []
+    for keys, models in groups.items():
+        one, listed = len(models) == 1, " and ".join([", ".join(models[:-1]), models[-1]] if len(models) > 1 else models)
+        named = " and ".join([", ".join(keys[:-1]), keys[-1]] if len(keys) > 1 else keys)
+        parts.append(f"{listed} {'is' if one else 'are'} fitted in one pass (RecBole's TraditionalTrainer): {named} "
+                     f"change{'s' if len(keys) == 1 else ''} nothing in {'its' if one else 'their'} numbers, so one "
+                     f"cell stands for all {'its' if len(keys) == 1 else 'their'} values")
+    return "; ".join(parts)
 
 
 def sweep_name(request: SweepRequest, grid: Grid) -> str:

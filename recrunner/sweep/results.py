@@ -49,7 +49,7 @@ def cell_row(cell_id: str, model: str, dataset: str, params: dict, swept, run_di
     row["status"] = (record.status if record else Status.FAILED if error else Status.PENDING).value
     row["error"] = (record.error if record else None) or error
     for key in ("max_epochs", "best_epoch", "epochs_trained", "epochs_to_best", "seconds_to_best", "under_trained", "data_seconds",
-                "train_seconds", "test_seconds", "compile_seconds", "valid_metric", "protocol"):
+                "train_seconds", "test_seconds", "compile_seconds", "valid_metric", "protocol", "caveat"):
         row[key] = getattr(record, key) if record else None
     row["seconds"] = record.seconds if record else None
     usage = (record.device if record else None) or {}
@@ -111,7 +111,7 @@ def results_markdown(rows: list[dict], swept: list[str], title: str, picks: dict
             lines.append(f"| {model} | " + " | ".join(cells) + " |")
         lines.append("")
     lines += _protocols(protocols) + budget_lines(budgets(rows), chosen) + _chosen_table(chosen, swept)
-    lines += _failures(rows)
+    lines += _caveats(rows) + _failures(rows)
     return "\n".join(lines) + "\n"
 
 
@@ -160,6 +160,13 @@ def _device_text(members) -> str:
         return "–"
     top = max(measured, key=lambda r: r.get("peak_memory_mb") or 0)
     return device_text({"device": top["device"], "peak_memory_mb": top.get("peak_memory_mb")})
+
+
+def _caveats(rows) -> list[str]:
+    """What a model did that its numbers depend on (run/models.py `model_caveat`: Pop counting per batch), once per
+    model and caveat."""
+    found = dict.fromkeys((row["model"], row["caveat"]) for row in rows if row.get("caveat"))
+    return ["## model caveats", ""] + [f"- {model}: {caveat}" for model, caveat in found] + [""] if found else []
 
 
 def _failures(rows) -> list[str]:

@@ -127,6 +127,8 @@ class SearchSpec:
     fixed: dict
     space: dict                  # name -> space.Distribution
     seeds: tuple[int, ...]       # trials use the first; --final-seeds K the first K
+    trials: int | None = None    # None: the search's; 1 where the space is empty (Pop: nothing to tune)
+    unread: tuple[str, ...] = ()  # the grid's settings left out of the space: the model's numbers do not depend on them
 
     @property
     def study_name(self) -> str:

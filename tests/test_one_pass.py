@@ -1,0 +1,84 @@
+"""Models RecBole fits in one pass (config/one_pass.py): which they are, that the settings a sweep leaves
+out of their cells change nothing in their numbers, and Pop's counts (seams/models.py)."""
+
+import pytest
+import torch
+
+from recrunner import Experiment, run_experiment
+from recrunner.config.one_pass import nothing_to_tune, one_pass_models, traditional_classes, unread_settings
+from recrunner.run.models import model_caveat
+from recrunner.seams.models import count_every_interaction
+
+from .tiny_models import DATA
+
+SMALL = {key: DATA[key] for key in ("epochs", "user_inter_num_interval", "eval_batch_size")}
+
+
+def test_the_models_recbole_fits_in_one_pass_are_read_from_its_source():
+    assert one_pass_models() == {"ADMMSLIM", "AsymKNN", "EASE", "ItemKNN", "Pop", "Random", "SLIMElastic"}
+    source = ("class A(B):\n    input_type = X\n    type = ModelType.TRADITIONAL\n\n"
+              "class C(B):\n    type = ModelType.GENERAL\n# ModelType.TRADITIONAL in a comment\n")
+    assert traditional_classes(source) == ["A"]
+    assert {"learning_rate", "train_batch_size", "epochs"} <= unread_settings("ItemKNN")
+    assert "eval_step" not in unread_settings("ItemKNN")  # above 1 it skips the one epoch's validation
+    assert "train_batch_size" not in unread_settings("Pop") and "learning_rate" in unread_settings("Pop")
+    assert unread_settings("BPR") == frozenset()
+    assert [nothing_to_tune(m) for m in ("Pop", "Random", "ItemKNN", "EASE", "BPR")] == [True, True, False, False, False]
+
+
+def _test_metrics(workspace, model, **params):
+    result = run_experiment(Experiment(model, "ml-100k", {**SMALL, **params}), workspace, console=False)
+    assert result.status == "ok", result.error
+    return result.test, result.warnings
+
+
+@pytest.mark.parametrize("model", ["ItemKNN", "EASE"])
+def test_the_settings_left_out_of_a_one_pass_models_cells_change_nothing_in_its_numbers(workspace, model):
+    first, _ = _test_metrics(workspace, model, learning_rate=0.1, train_batch_size=512, weight_decay=0.1, epochs=3)
+    second, _ = _test_metrics(workspace, model, learning_rate=0.001, train_batch_size=4096, learner="sgd")
+    assert first == second
+
+
+def test_pop_counts_an_item_once_per_batch_as_recbole_does_unless_asked_to_count_every_interaction(workspace):
+    small, warned = _test_metrics(workspace, "Pop", train_batch_size=512)
+    large, _ = _test_metrics(workspace, "Pop", train_batch_size=4096)
+    assert small != large  # RecBole 1.2.1's Pop (its issue #1844): so a grid keeps Pop's train_batch_size
+    assert any("counted each item once per training batch it is in" in warning and "(512)" in warning
+               for warning in warned)
+    small, warned = _test_metrics(workspace, "Pop", train_batch_size=512, pop_counts="interactions")
+    large, _ = _test_metrics(workspace, "Pop", train_batch_size=4096, pop_counts="interactions")
+    assert small == large and small["recall@10"] > 0
+    assert not any("once per training batch" in warning for warning in warned)
+
+
+class _Pop:
+    """What count_every_interaction reads of RecBole's Pop."""
+    ITEM_ID, device = "item_id", "cpu"
+
+    def __init__(self, items: int):
+        self.item_cnt, self.max_cnt = torch.zeros(items, 1, dtype=torch.long), None
+
+
+def test_counting_every_interaction_counts_repeated_items_and_no_sampled_negative():
+    pop = _Pop(5)
+    count_every_interaction(pop, label="label")
+    pop.calculate_loss({"item_id": torch.tensor([1, 1, 2, 3, 3, 3]), "label": torch.tensor([1, 1, 1, 0, 1, 1])})
+    pop.calculate_loss({"item_id": torch.tensor([1, 4])})  # no label: every row is an interaction
+    assert pop.item_cnt.squeeze(1).tolist() == [0, 3, 1, 2, 1] and pop.max_cnt.tolist() == [3]
+
+
+def test_only_pop_counting_per_batch_has_a_caveat():
+    assert "train_batch_size (2048)" in model_caveat("Pop", {"pop_counts": None, "train_batch_size": 2048})
+    assert model_caveat("Pop", {"pop_counts": "interactions", "train_batch_size": 2048}) is None
+    assert model_caveat("BPR", {"pop_counts": None, "train_batch_size": 2048}) is None
+
+
+def test_a_models_caveat_is_listed_once_under_the_sweeps_tables():
+    from recrunner.sweep.results import results_markdown
+
+    caveat = model_caveat("Pop", {"pop_counts": "batches", "train_batch_size": 2048})
+    rows = [{"cell": f"d/Pop/seed={seed}", "model": "Pop", "dataset": "d", "seed": seed, "status": "ok", "caveat": caveat,
+             "best_valid_score": 0.1, "valid_metric": "mrr@10", "test/mrr@10": 0.2} for seed in (1, 2)]
+    text = results_markdown(rows, ["seed"], "sweep")
+    assert text.count(f"- Pop: {caveat}") == 1 and "## model caveats" in text
+    assert "## model caveats" not in results_markdown([{**row, "caveat": None} for row in rows], ["seed"], "sweep")
