@@ -21,6 +21,8 @@ CASES = [
     ("RecVAE", "RecVAETrainer (alternating encoder/decoder)", {"epochs": 2}),
     ("ItemKNN", "TraditionalTrainer, scipy sparse state", {}),
     ("EASE", "TraditionalTrainer, numpy/scipy state", {}),
+    ("NCEPLRec", "fitted while built, a placeholder loss: one epoch here, RecBole's Trainer runs all 3 (config/one_pass.py)",
+     {"epochs": 3}),
     ("NCL", "NCLTrainer: E-step (faiss k-means) each epoch", {"epochs": 2}),
     ("SRGNN", "session graphs built by array operations (seams/host_loops.py)", {"epochs": 2}),
     ("GCSAN", "session graphs built by array operations, then a transformer", {"epochs": 2}),

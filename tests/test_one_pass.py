@@ -1,6 +1,8 @@
 """Models RecBole fits in one pass (config/one_pass.py): which they are, that the settings a sweep leaves
 out of their cells change nothing in their numbers, and Pop's counts (seams/models.py)."""
 
+import json
+
 import pytest
 import torch
 
@@ -15,15 +17,26 @@ SMALL = {key: DATA[key] for key in ("epochs", "user_inter_num_interval", "eval_b
 
 
 def test_the_models_recbole_fits_in_one_pass_are_read_from_its_source():
-    assert one_pass_models() == {"ADMMSLIM", "AsymKNN", "EASE", "ItemKNN", "Pop", "Random", "SLIMElastic"}
+    assert one_pass_models() == {"ADMMSLIM", "AsymKNN", "EASE", "ItemKNN", "NCEPLRec", "Pop", "Random", "SLIMElastic"}
     source = ("class A(B):\n    input_type = X\n    type = ModelType.TRADITIONAL\n\n"
-              "class C(B):\n    type = ModelType.GENERAL\n# ModelType.TRADITIONAL in a comment\n")
-    assert traditional_classes(source) == ["A"]
+              "class C(B):\n    type = ModelType.GENERAL\n# ModelType.TRADITIONAL in a comment\n"
+              "class D(B):\n    def calculate_loss(self, interaction):\n        return torch.nn.Parameter(torch.zeros(1))\n"
+              "class E(B):\n    def calculate_loss(self, interaction):\n        x = 1\n"
+              "        return torch.nn.Parameter(torch.zeros(1))\n")
+    assert traditional_classes(source) == ["A", "D"]
     assert {"learning_rate", "train_batch_size", "epochs"} <= unread_settings("ItemKNN")
     assert "eval_step" not in unread_settings("ItemKNN")  # above 1 it skips the one epoch's validation
     assert "train_batch_size" not in unread_settings("Pop") and "learning_rate" in unread_settings("Pop")
     assert unread_settings("BPR") == frozenset()
     assert [nothing_to_tune(m) for m in ("Pop", "Random", "ItemKNN", "EASE", "BPR")] == [True, True, False, False, False]
+
+
+def test_nceplrec_fitted_while_built_trains_one_epoch_not_all_its_epochs(workspace):
+    """RecBole's Trainer would run every epoch: its validation ties, so early stopping never ends it."""
+    result = run_experiment(Experiment("NCEPLRec", "ml-100k", {**SMALL, "epochs": 20, "stopping_step": 2}), workspace,
+                            console=False)
+    record = json.loads((result.run_dir / "metrics.json").read_text())
+    assert (result.status, record["epochs_trained"], record["best_epoch"], record["under_trained"]) == ("ok", 1, 0, None)
 
 
 def _test_metrics(workspace, model, **params):

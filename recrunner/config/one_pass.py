@@ -4,7 +4,11 @@ A model class that says `type = ModelType.TRADITIONAL` (Pop, ItemKNN, AsymKNN, E
 ADMMSLIM, Random) is trained by RecBole's TraditionalTrainer, which sets `epochs` to 1 whatever the
 configuration (recbole/trainer/trainer.py). Such a model computes its scores from the training
 interactions (counts, similarities, a closed form) and takes no gradient step that matters: its
-optimizer steps a placeholder parameter. So the settings of gradient training (`GRADIENT_SETTINGS`)
+optimizer steps a placeholder parameter. NCEPLRec is one too (a closed form in its constructor, its
+loss `return torch.nn.Parameter(torch.zeros(1))`) without the mark: RecBole's Trainer runs it for
+`epochs` epochs of nothing, its validation score the same each time, so early stopping never ends
+it (300 epochs, 47 s on ml-100k, best epoch 299: "may be under-trained"); recrunner gives it
+TraditionalTrainer (training/families/layers.py), the same test metrics after one. So the settings of gradient training (`GRADIENT_SETTINGS`)
 change nothing in its numbers, and a sweep over them would train the same model again per value;
 a grid does not multiply such a model's cells by them (sweep/grid.py), and a search leaves them
 out of its space. `eval_step` is not among them: above 1 it skips the one epoch's validation; nor is
@@ -31,6 +35,8 @@ GRADIENT_SETTINGS = frozenset({
 READ_ANYWAY = {"Pop": frozenset({"train_batch_size"})}
 _CLASS = re.compile(r"^class (\w+)\b", re.M)
 _TRADITIONAL = re.compile(r"^\s+type = ModelType\.TRADITIONAL\b", re.M)
+# a loss that is only a fresh parameter of 0: nothing the model holds is trained
+_PLACEHOLDER_LOSS = re.compile(r"def calculate_loss\(self, interaction\):\s*\n\s*return torch\.nn\.Parameter\(torch\.zeros\(1\)\)")
 
 
 @functools.lru_cache(maxsize=None)
@@ -45,16 +51,18 @@ def one_pass_models() -> frozenset[str]:
             source = path.read_text(encoding="utf-8")
         except OSError:
             continue
-        if "ModelType.TRADITIONAL" in source:
+        if "ModelType.TRADITIONAL" in source or "torch.nn.Parameter(torch.zeros(1))" in source:
             found.update(traditional_classes(source))
     return frozenset(found)
 
 
 def traditional_classes(source: str) -> list[str]:
-    """The classes of a Python source whose body sets `type = ModelType.TRADITIONAL` (pure)."""
+    """The classes of a Python source whose body sets `type = ModelType.TRADITIONAL` or whose loss is a
+    placeholder parameter (pure)."""
     heads = list(_CLASS.finditer(source))
     ends = [head.start() for head in heads[1:]] + [len(source)]
-    return [head[1] for head, end in zip(heads, ends) if _TRADITIONAL.search(source, head.end(), end)]
+    return [head[1] for head, end in zip(heads, ends)
+            if _TRADITIONAL.search(source, head.end(), end) or _PLACEHOLDER_LOSS.search(source, head.end(), end)]
 
 
 def unread_settings(model: str) -> frozenset[str]:

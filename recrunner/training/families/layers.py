@@ -19,12 +19,17 @@ them, layered so that `CustomTrainer.fit` is the loop and the model trainer keep
 | LightGBM)                            |                                  |                                        |
 
 A layer overrides only the trainer's role-named hooks (`epoch_start`, `is_validating`...), never
-`fit`. A RecBole trainer that replaces `fit` and has no layer here is refused by name.
+`fit`. A RecBole trainer that replaces `fit` and has no layer here is refused by name. NCEPLRec,
+fitted in its constructor with a placeholder loss but not marked TRADITIONAL, gets TraditionalTrainer
+too (recrunner.config.one_pass): RecBole's Trainer runs it for `epochs` epochs of nothing, and its
+equal validation scores never stop it early.
 """
 
 from __future__ import annotations
 
 import shutil
+
+from ...config.one_pass import one_pass_models
 
 
 class NCLLayer:
@@ -83,6 +88,10 @@ def trainer_class(model_name: str, model_type, custom_trainer: type) -> type:
     from recbole.utils import get_trainer
 
     base = get_trainer(model_type, model_name)
+    if base is Trainer and model_name in one_pass_models():  # NCEPLRec: fitted while built (module docstring)
+        from recbole.trainer import TraditionalTrainer
+
+        base = TraditionalTrainer
     if base is Trainer:
         return custom_trainer
     if base.__name__ in LAYERS:
