@@ -173,10 +173,24 @@ def test_a_model_with_less_tuning_is_named():
              "seconds": 10.0}] * 3 + [{"model": "BPR", "dataset": "d", "status": "ok", "role": None,
                                        "epochs_trained": 20, "max_epochs": 20, "seconds": 1.0}]
     found = budgets(rows)
-    assert found[("SASRec", "d")] == {"trials": 3, "pruned": 0, "selection": 0, "runs": 3, "max_epochs": 50,
+    assert found[("SASRec", "d")] == {"trials": 3, "pruned": 0, "selection": 0, "runs": 3, "first": 0, "max_epochs": 50,
                                       "epochs": 15, "seconds": 30.0, "one_pass": False, "untunable": False}
     assert unequal(found) == ["BPR on d got its defaults or a hand-made grid (no search) while SASRec got 3 trials: "
                               "the comparison favours the better-tuned model; give every model the same --trials"]
+
+
+def test_a_model_not_raced_is_named_only_where_it_had_configurations_to_pick_from():
+    """Racing (sweep/selection.py) races a model's best cells over seeds; one with one configuration goes
+    straight to its final seeds: nothing was picked on one seed."""
+    def row(model, role, seed=1):
+        return {"model": model, "dataset": "d", "status": "ok", "role": role, "epochs_trained": 3, "max_epochs": 3,
+                "seconds": 1.0, "seed": seed}
+
+    rows = [row("BPR", None), row("BPR", None), row("BPR", "select", 2), row("BPR", "select", 2),
+            row("NeuMF", None), row("NeuMF", None), row("ItemKNN", None), row("ItemKNN", "final", 2)]
+    assert unequal(budgets(rows)) == [
+        "NeuMF on d was picked on one seed while BPR's pick raced over seeds (2 selection runs): give every model "
+        "the same --select-top and --select-seeds"]
 
 
 def test_a_model_fitted_in_one_pass_is_named_only_for_what_it_could_have_been_tuned_on():

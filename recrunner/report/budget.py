@@ -15,17 +15,19 @@ from ..config.one_pass import nothing_to_tune, one_pass_models
 
 
 def budgets(rows: list[dict]) -> dict:
-    """{(model, dataset): {"trials", "pruned", "selection", "runs", "max_epochs", "epochs", "seconds", "one_pass",
-    "untunable"}} over every run; `one_pass`: fitted in one pass, whatever the epoch cap; `untunable`: nothing
+    """{(model, dataset): {"trials", "pruned", "selection", "runs", "first", "max_epochs", "epochs", "seconds",
+    "one_pass", "untunable"}} over every run; `first`: the runs of a grid's own cells (not a search's, nor
+    racing's or final seeds'); `one_pass`: fitted in one pass, whatever the epoch cap; `untunable`: nothing
     to tune either (config/one_pass.py)."""
-    found: dict = defaultdict(lambda: {"trials": 0, "pruned": 0, "selection": 0, "runs": 0, "max_epochs": None,
-                                       "epochs": 0, "seconds": 0.0})
+    found: dict = defaultdict(lambda: {"trials": 0, "pruned": 0, "selection": 0, "runs": 0, "first": 0,
+                                       "max_epochs": None, "epochs": 0, "seconds": 0.0})
     for row in rows:
         if row.get("status") not in ("ok", "pruned", "failed"):
             continue
         entry = found[(row["model"], row["dataset"])]
         entry["one_pass"], entry["untunable"] = row["model"] in one_pass_models(), nothing_to_tune(row["model"])
         entry["runs"] += 1
+        entry["first"] += row.get("role") is None
         entry["trials"] += row.get("role") == "trial"
         entry["selection"] += row.get("role") == "select"
         entry["pruned"] += row.get("status") == "pruned"
@@ -46,7 +48,7 @@ def unequal(found: dict) -> list[str]:
         cap = max((b["max_epochs"] or 0) for b in models.values())
         raced = next((m for m, b in models.items() if b["selection"]), None)
         for model, b in models.items():
-            if raced and not b["selection"] and not b.get("untunable"):
+            if raced and not b["selection"] and b.get("first", 2) > 1:  # one configuration: nothing to pick
                 warnings.append(f"{model} on {dataset} was picked on one seed while {raced}'s pick raced over seeds "
                                 f"({models[raced]['selection']} selection runs): give every model the same "
                                 "--select-top and --select-seeds")
