@@ -147,10 +147,16 @@ def _chosen_table(chosen, swept) -> list[str]:
     lines = ["## chosen configurations", "", "| model | dataset | " + " | ".join(names + ["seeds", "device, peak memory"])
              + " |", "|---|---|" + "---|" * (len(names) + 2)]
     for (model, dataset), members in chosen.items():
-        values = [str(members[0].get(name)) for name in names] + [", ".join(str(r["seed"]) for r in members),
+        values = [_value(members[0].get(name)) for name in names] + [", ".join(str(r["seed"]) for r in members),
                                                                    _device_text(members)]
         lines.append(f"| {model} | {dataset} | " + " | ".join(values) + " |")
     return lines + [""]
+
+
+def _value(value) -> str:
+    """A chosen configuration's value of a swept setting; – where the model does not have it (its own
+    parameters of other models) or does not read it (config/one_pass.py)."""
+    return "–" if value is None else str(value)
 
 
 def _device_text(members) -> str:
