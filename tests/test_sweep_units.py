@@ -65,8 +65,8 @@ def test_the_grid_says_which_models_get_one_cell_for_the_values_they_do_not_read
     grid = grid_from_mapping({"models": ["BPR", "Pop", "ItemKNN", "EASE"], "datasets": ["d"],
                               "params": {"learning_rate": [0.1, 0.01], "train_batch_size": [256, 512]}})
     assert describe_unread(grid, {}) == (
-        "Pop is fitted in one pass (RecBole's TraditionalTrainer): learning_rate changes nothing in its numbers, so "
-        "one cell stands for all its values; ItemKNN and EASE are fitted in one pass (RecBole's TraditionalTrainer): "
+        "Pop is fitted in one pass: learning_rate changes nothing in its numbers, so "
+        "one cell stands for all its values; ItemKNN and EASE are fitted in one pass: "
         "learning_rate and train_batch_size change nothing in their numbers, so one cell stands for all their values")
     assert describe_unread(grid_from_mapping({"models": ["BPR"], "datasets": ["d"],
                                               "params": {"learning_rate": [0.1, 0.01]}}), {}) is None

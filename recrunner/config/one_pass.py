@@ -4,15 +4,17 @@ A model class that says `type = ModelType.TRADITIONAL` (Pop, ItemKNN, AsymKNN, E
 ADMMSLIM, Random) is trained by RecBole's TraditionalTrainer, which sets `epochs` to 1 whatever the
 configuration (recbole/trainer/trainer.py). Such a model computes its scores from the training
 interactions (counts, similarities, a closed form) and takes no gradient step that matters: its
-optimizer steps a placeholder parameter. NCEPLRec is one too (a closed form in its constructor, its
-loss `return torch.nn.Parameter(torch.zeros(1))`) without the mark: RecBole's Trainer runs it for
-`epochs` epochs of nothing, its validation score the same each time, so early stopping never ends
-it (300 epochs, 47 s on ml-100k, best epoch 299: "may be under-trained"); recrunner gives it
-TraditionalTrainer (training/families/layers.py), the same test metrics after one. So the settings of gradient training (`GRADIENT_SETTINGS`)
-change nothing in its numbers, and a sweep over them would train the same model again per value;
-a grid does not multiply such a model's cells by them (sweep/grid.py), and a search leaves them
-out of its space. `eval_step` is not among them: above 1 it skips the one epoch's validation; nor is
-`train_batch_size` for Pop (`READ_ANYWAY`).
+optimizer steps a placeholder parameter. NCEPLRec is one too, without the mark (a closed form in its
+constructor, its loss `return torch.nn.Parameter(torch.zeros(1))`): RecBole's Trainer runs it for
+`epochs` epochs of nothing, its validation score the same each time, so early stopping never ends it
+(300 epochs, 47 s on ml-100k, best epoch 299: "may be under-trained"); recrunner gives it
+TraditionalTrainer (training/families/layers.py), the same metrics after one epoch.
+
+So the settings of gradient training (`GRADIENT_SETTINGS`) change nothing in these models' numbers,
+and a sweep over them would fit the same model again per value: a grid does not multiply such a
+model's cells by them (sweep/grid.py), and a search leaves them out of its space. `eval_step` is not
+among them: above 1 it skips the one epoch's validation; nor is `train_batch_size` for Pop
+(`READ_ANYWAY`).
 
 Read from RecBole's source files, without importing RecBole (as config/checks.py reads its YAML).
 """
@@ -41,7 +43,8 @@ _PLACEHOLDER_LOSS = re.compile(r"def calculate_loss\(self, interaction\):\s*\n\s
 
 @functools.lru_cache(maxsize=None)
 def one_pass_models() -> frozenset[str]:
-    """The model classes RecBole trains with its TraditionalTrainer, read from its model files."""
+    """The model classes RecBole trains with its TraditionalTrainer, and those with a placeholder loss
+    (NCEPLRec), read from its model files."""
     recbole = recbole_dir()
     if recbole is None:
         return frozenset()
@@ -52,11 +55,11 @@ def one_pass_models() -> frozenset[str]:
         except OSError:
             continue
         if "ModelType.TRADITIONAL" in source or "torch.nn.Parameter(torch.zeros(1))" in source:
-            found.update(traditional_classes(source))
+            found.update(one_pass_classes(source))
     return frozenset(found)
 
 
-def traditional_classes(source: str) -> list[str]:
+def one_pass_classes(source: str) -> list[str]:
     """The classes of a Python source whose body sets `type = ModelType.TRADITIONAL` or whose loss is a
     placeholder parameter (pure)."""
     heads = list(_CLASS.finditer(source))

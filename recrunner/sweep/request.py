@@ -79,7 +79,7 @@ def describe_unread(grid: Grid, overrides: dict) -> str | None:
     for keys, models in groups.items():
         one, listed = len(models) == 1, " and ".join([", ".join(models[:-1]), models[-1]] if len(models) > 1 else models)
         named = " and ".join([", ".join(keys[:-1]), keys[-1]] if len(keys) > 1 else keys)
-        parts.append(f"{listed} {'is' if one else 'are'} fitted in one pass (RecBole's TraditionalTrainer): {named} "
+        parts.append(f"{listed} {'is' if one else 'are'} fitted in one pass: {named} "
                      f"change{'s' if len(keys) == 1 else ''} nothing in {'its' if one else 'their'} numbers, so one "
                      f"cell stands for all {'its' if len(keys) == 1 else 'their'} values")
     return "; ".join(parts)
