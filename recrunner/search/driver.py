@@ -105,7 +105,7 @@ class Search:
             for spec in self.specs:  # round-robin: every study advances at the same pace
                 if len(cells) >= wanted:
                     break
-                trial = self.studies.ask(spec)
+                trial = self.studies.ask(spec, self._budget(spec))
                 if trial is not None:
                     cells.append(self._plan_trial(spec, trial))
                     progress = True

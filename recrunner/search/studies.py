@@ -85,15 +85,15 @@ class Studies:
                     study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
         return whole
 
-    def ask(self, spec):
-        """A new trial of the spec's study while its budget lasts, else None. The count and the ask
-        are under one lock, so two sweep processes on one study never ask more than `trials`; the
-        sampler is seeded by the trial's number, so they never draw the same sequence, and trial n
-        draws from the same seed however many processes ask (and after a resume)."""
+    def ask(self, spec, budget: int | None = None):
+        """A new trial of the spec's study while its `budget` of trials (default: the search's) lasts, else
+        None. The count and the ask are under one lock, so two sweep processes on one study never ask more
+        than the budget; the sampler is seeded by the trial's number, so they never draw the same sequence,
+        and trial n draws from the same seed however many processes ask (and after a resume)."""
         study, options = self[spec.study_name], self.options
         with self.lock():
             asked = len(study.get_trials(deepcopy=False))
-            if asked >= (spec.trials or options.trials):
+            if asked >= (budget or options.trials):
                 return None
             study.sampler = make_sampler(options.method, options.seed + asked, options.trials)
             number = study.ask({name: d.to_optuna() for name, d in spec.space.items()}).number

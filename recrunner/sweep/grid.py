@@ -176,7 +176,7 @@ def expand(grid: Grid, overrides: Mapping[str, Any] | None = None, unread: Unrea
     overrides = dict(overrides or {})
     cells, seen = [], set()
     for model, dataset in itertools.product(grid.models, grid.datasets):
-        layers = {**grid.params, **grid.dataset_params.get(dataset, {}), **grid.model_params.get(model, {})}
+        layers = _layers(grid, model, dataset)
         for name, value in layers.items():
             if is_distribution(value) and name not in overrides:
                 raise ConfigError(f"{name}: a distribution ({value}) is searched, not swept: add --search tpe "
@@ -208,7 +208,7 @@ def expand_search(grid: Grid, overrides: Mapping[str, Any] | None = None, unread
     overrides = dict(overrides or {})
     specs = []
     for model, dataset in itertools.product(grid.models, grid.datasets):
-        layers = {**grid.params, **grid.dataset_params.get(dataset, {}), **grid.model_params.get(model, {})}
+        layers = _layers(grid, model, dataset)
         fixed, space = split({k: v for k, v in layers.items() if k not in overrides}, source=f"{model} on {dataset}")
         fixed.update({**grid.fixed, **overrides})
         space = {k: v for k, v in space.items() if k not in grid.fixed}
@@ -230,6 +230,11 @@ def expand_search(grid: Grid, overrides: Mapping[str, Any] | None = None, unread
     return specs
 
 
+def _layers(grid: Grid, model: str, dataset: str) -> dict:
+    """The grid's parameters of one (model, dataset): its params, then the dataset's, then the model's (pure)."""
+    return {**grid.params, **grid.dataset_params.get(dataset, {}), **grid.model_params.get(model, {})}
+
+
 def _unread_swept(layers: Mapping[str, Any], overrides: Mapping[str, Any], unread) -> set[str]:
     """The grid's lists of settings a model does not read (pure)."""
     return {k for k, v in layers.items() if k in unread and isinstance(v, list) and k not in overrides}
@@ -242,7 +247,7 @@ def unread_swept(grid: Grid, unread: Unread, overrides: Mapping[str, Any] | None
     for model in grid.models:
         keys = set()
         for dataset in grid.datasets:
-            layers = {**grid.params, **grid.dataset_params.get(dataset, {}), **grid.model_params.get(model, {})}
+            layers = _layers(grid, model, dataset)
             keys |= _unread_swept(layers, overrides or {}, unread(model))
         if keys:
             found[model] = sorted(keys)

@@ -77,12 +77,17 @@ def describe_unread(grid: Grid, overrides: dict) -> str | None:
         groups.setdefault(tuple(keys), []).append(model)
     parts = []
     for keys, models in groups.items():
-        one, listed = len(models) == 1, " and ".join([", ".join(models[:-1]), models[-1]] if len(models) > 1 else models)
-        named = " and ".join([", ".join(keys[:-1]), keys[-1]] if len(keys) > 1 else keys)
-        parts.append(f"{listed} {'is' if one else 'are'} fitted in one pass: {named} "
+        one = len(models) == 1
+        parts.append(f"{_listed(models)} {'is' if one else 'are'} fitted in one pass: {_listed(keys)} "
                      f"change{'s' if len(keys) == 1 else ''} nothing in {'its' if one else 'their'} numbers, so one "
                      f"cell stands for all {'its' if len(keys) == 1 else 'their'} values")
     return "; ".join(parts)
+
+
+def _listed(names) -> str:
+    """`a`, `a and b`, `a, b and c` (pure)."""
+    names = list(names)
+    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
 
 
 def sweep_name(request: SweepRequest, grid: Grid) -> str:
