@@ -11,6 +11,7 @@ from recrunner.config.one_pass import nothing_to_tune, one_pass_models, one_pass
 from recrunner.run.models import model_caveat
 from recrunner.seams.models import count_every_interaction
 
+from .conftest import Unmixable
 from .tiny_models import DATA
 
 SMALL = {key: DATA[key] for key in ("epochs", "user_inter_num_interval", "eval_batch_size")}
@@ -78,6 +79,17 @@ def test_counting_every_interaction_counts_repeated_items_and_no_sampled_negativ
     pop.calculate_loss({"item_id": torch.tensor([1, 1, 2, 3, 3, 3]), "label": torch.tensor([1, 1, 1, 0, 1, 1])})
     pop.calculate_loss({"item_id": torch.tensor([1, 4])})  # no label: every row is an interaction
     assert pop.item_cnt.squeeze(1).tolist() == [0, 3, 1, 2, 1] and pop.max_cnt.tolist() == [3]
+
+
+def test_counting_every_interaction_stays_where_the_batch_is():
+    """On a GPU Pop's counts and the batch are there: nothing is read back to the host or mixed with a CPU
+    tensor (`Unmixable` refuses both, as a CUDA tensor does)."""
+    pop = _Pop(5)
+    pop.item_cnt = pop.item_cnt.as_subclass(Unmixable)
+    count_every_interaction(pop, label="label")
+    pop.calculate_loss({"item_id": torch.tensor([1, 1, 2, 3]).as_subclass(Unmixable),
+                        "label": torch.tensor([1, 1, 1, 0]).as_subclass(Unmixable)})
+    assert isinstance(pop.item_cnt, Unmixable) and pop.item_cnt.cpu().squeeze(1).tolist() == [0, 2, 1, 0, 0]
 
 
 def test_only_pop_counting_per_batch_has_a_caveat():

@@ -108,7 +108,7 @@ def count_every_interaction(model, label: str = "label") -> None:
         items = interaction[model.ITEM_ID]
         if label in interaction:
             items = items[interaction[label] > 0]
-        model.item_cnt += torch.bincount(items, minlength=model.item_cnt.size(0)).unsqueeze(1).to(model.item_cnt.dtype)
+        model.item_cnt += torch.bincount(items, minlength=model.item_cnt.size(0)).unsqueeze(1)  # both int64
         model.max_cnt = torch.max(model.item_cnt, dim=0)[0]
         return torch.nn.Parameter(torch.zeros(1)).to(model.device)  # RecBole's Pop: a loss with nothing to train
 
