@@ -67,7 +67,7 @@ def test_the_design_contract_names_events_and_files_that_exist():
     assert set(EVENTS) <= named_events, f"events the contract leaves out: {set(EVENTS) - named_events}"
     run, sweep, output = RunPaths(REPO / "r"), SweepPaths(REPO / "s"), OutputPaths(REPO)
     laid_out = {p.name for p in (run.config, run.log, run.metrics, run.history, run.test_per_user, run.valid_per_user,
-                                 run.best, run.last, sweep.record, sweep.results_csv, sweep.results_md, sweep.selection,
+                                 run.best, run.last, sweep.record, sweep.results_csv, sweep.results_md, sweep.selection, sweep.asked,
                                  output.hparams_columns)}
     laid_out.add(HPARAMS_ROW)
     for name in re.findall(r"\b[\w.-]+\.(?:pth|jsonl|json|npz|yaml|log|csv|md)\b", design.split("## Seams")[0]):

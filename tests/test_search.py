@@ -12,7 +12,7 @@ import yaml
 
 from recrunner.core.errors import ConfigError
 from recrunner.sweep import space
-from recrunner.report.budget import budgets, unequal
+from recrunner.report.budget import budget_lines, budgets, unequal
 from tests.conftest import REPO, read_hparams, run_cli, run_cli_until_killed
 
 optuna = pytest.importorskip("optuna")
@@ -130,6 +130,9 @@ def test_a_configuration_drawn_again_is_not_trained_again_and_the_search_goes_on
     assert len(records) == len(score)  # one run per configuration
     assert all(t.value == score[t.params["embedding_size"]] for t in trials)
     assert len(list(sweep.glob("final/**/metrics.json"))) == 1  # the search reached its final seeds
+    assert f"{5 - len(records)} trials drew a configuration already run (told its score)" in out
+    # the budget counts the 5 trials asked, not the runs they drew: a repeat is not less tuning
+    assert f"| BPR | ml-100k | 5 ({len(records)} distinct) | 0 | 0 | 3 |" in (sweep / "results.md").read_text()
 
 
 def test_a_configuration_drawn_twice_at_once_is_trained_once_and_tells_both_trials(tmp_path, capsys, base_args):
@@ -138,7 +141,8 @@ def test_a_configuration_drawn_twice_at_once_is_trained_once_and_tells_both_tria
     code, out, err = run_cli(capsys, ["--grid", grid, "--search", "random", "--trials", "3", "--workers", "2",
                                       *base_args])
     assert code == 0, out + err
-    assert "done: 1 ok, 0 failed, 2 skipped in" in out and "running elsewhere" not in out  # no worker sent to it twice
+    assert "done: 1 ok, 0 failed, 0 skipped, 2 trials drew a configuration already run" in out
+    assert "running elsewhere" not in out  # no worker sent to it twice
     sweep = tmp_path / "runs" / "tune"
     (run_dir,) = [p.parent for p in sweep.glob("ml-100k/BPR/*/metrics.json")]
     log = (run_dir / "run.log").read_text()
@@ -177,6 +181,26 @@ def test_a_model_with_less_tuning_is_named():
                                       "epochs": 15, "seconds": 30.0, "one_pass": False, "untunable": False}
     assert unequal(found) == ["BPR on d got its defaults or a hand-made grid (no search) while SASRec got 3 trials: "
                               "the comparison favours the better-tuned model; give every model the same --trials"]
+
+
+def test_a_search_is_counted_by_its_trials_asked_not_by_the_runs_they_drew():
+    """Two configurations, four trials: two trials are told an earlier run's score and add no run. BPR got the
+    same trials as NeuMF, whose space is continuous; the table says how many configurations they were."""
+    def row(model, lr):
+        return {"model": model, "dataset": "d", "status": "ok", "role": "trial", "epochs_trained": 3, "max_epochs": 3,
+                "seconds": 1.0, "params": {"learning_rate": lr}}
+
+    rows = [row("BPR", 0.01), row("BPR", 0.001)] + [row("NeuMF", lr) for lr in (0.01, 0.002, 0.003, 0.004)]
+    asked = {("BPR", "d"): {"asked": 4, "configurations": 2}, ("NeuMF", "d"): {"asked": 4, "configurations": 4}}
+    assert unequal(budgets(rows)) == [  # counted by runs: a false warning
+        "BPR on d got 2 trials while NeuMF got 4 trials: the comparison favours the better-tuned model; give every "
+        "model the same --trials"]
+    found = budgets(rows, asked)
+    assert (found[("BPR", "d")]["trials"], found[("BPR", "d")]["configurations"]) == (4, 2) and unequal(found) == []
+    table = "\n".join(budget_lines(found))
+    assert "| BPR | d | 4 (2 distinct) | 0 | 0 | 3 |" in table and "| NeuMF | d | 4 | 0 | 0 | 3 |" in table
+    asked[("BPR", "d")]["asked"] = 3  # a study asked fewer trials than another: still named
+    assert unequal(budgets(rows, asked))[0].startswith("BPR on d got 3 trials while NeuMF got 4 trials")
 
 
 def test_a_model_not_raced_is_named_only_where_it_had_configurations_to_pick_from():
@@ -381,4 +405,6 @@ def test_a_search_can_keep_its_studies_in_a_database(tmp_path, capsys, base_args
     assert code == 0, out + err
     study = optuna.load_study(study_name="ml-100k/BPR", storage=url)
     assert len(study.trials) == 4 and all(t.state.is_finished() for t in study.trials)
-    assert not (tmp_path / "runs" / "tune" / "search").exists()  # nothing in the sweep folder
+    search = tmp_path / "runs" / "tune" / "search"
+    assert not (search / "study.journal").exists()  # the studies are in the database only
+    assert json.loads((search / "trials.json").read_text())["ml-100k/BPR"]["asked"] == 4  # the budget table's count

@@ -6,7 +6,7 @@
         .cache/compile/                         torch.compile's cache, shared by fast runs (training.fast)
         hparams-columns/                        the HParams columns of every run below (run/hparams_columns.py)
         <sweep>/                                SweepPaths
-            sweep.jsonl  results.csv  results.md  report/  search/study.journal  mlruns/
+            sweep.jsonl  results.csv  results.md  report/  search/study.journal  search/trials.json  mlruns/
             final/<dataset>/<model>/<run id>/   a search's final seeds, a race pick's missing seeds
             select/<dataset>/<model>/<run id>/  racing: the contenders' seed runs
             selection.json                      racing: the races so far (sweep/selection.py)
@@ -162,6 +162,11 @@ class SweepPaths:
     def study_journal(self) -> Path:
         """A search's Optuna studies, when no --storage URL is given."""
         return self.sweep_dir / "search" / "study.journal"
+
+    @property
+    def asked(self) -> Path:
+        """A search's trials asked so far per study, and the configurations they drew (report/budget.py)."""
+        return self.sweep_dir / "search" / "trials.json"
 
     @property
     def mlruns(self) -> Path:

@@ -1,24 +1,33 @@
-"""Equal budgets: what each model's tuning cost, and a warning where the comparison is unfair (pure).
+"""Equal budgets: what each model's tuning cost, and a warning where the comparison is unfair.
 
 New models "win" against baselines nobody tuned (Dacrema et al. 2019; Rendle et al. 2019). For
 each (model, dataset) of a sweep folder: the trials it got (0 for runs outside a search: its
 defaults or a hand-made grid), pruned trials, racing's selection runs (sweep/selection.py), the
 epoch cap, epochs trained and wall time in all (selection runs included). A model compared with
 one that got fewer trials, a smaller epoch cap, or no race where the other raced is named.
+
+A trial whose sampler drew a configuration already run is told that run's score and adds no run, so
+the trials are counted from the search's own file, search/trials.json (`save_asked`, written by
+search/driver.py), where one exists. All but that file's two functions are pure.
 """
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
+from pathlib import Path
 
 from ..config.one_pass import nothing_to_tune, one_pass_models
+from ..core.files import write_text_atomic
+from ..core.layout import SweepPaths
 
 
-def budgets(rows: list[dict]) -> dict:
+def budgets(rows: list[dict], asked: dict | None = None) -> dict:
     """{(model, dataset): {"trials", "pruned", "selection", "runs", "first", "max_epochs", "epochs", "seconds",
     "one_pass", "untunable"}} over every run; `first`: the runs of a grid's own cells (not a search's, nor
     racing's or final seeds'); `one_pass`: fitted in one pass, whatever the epoch cap; `untunable`: nothing
-    to tune either (config/one_pass.py)."""
+    to tune either (config/one_pass.py). `asked` (load_asked): a search's trials, which then count as
+    asked, with "configurations", the distinct ones they drew."""
     found: dict = defaultdict(lambda: {"trials": 0, "pruned": 0, "selection": 0, "runs": 0, "first": 0,
                                        "max_epochs": None, "epochs": 0, "seconds": 0.0})
     for row in rows:
@@ -36,6 +45,10 @@ def budgets(rows: list[dict]) -> dict:
         cap = row.get("max_epochs")
         if cap is not None:
             entry["max_epochs"] = max(entry["max_epochs"] or 0, cap)
+    for key, study in (asked or {}).items():
+        if key in found:  # a study with a run so far
+            found[key]["trials"] = max(found[key]["trials"], study["asked"])
+            found[key]["configurations"] = study["configurations"]
     return dict(found)
 
 
@@ -77,7 +90,26 @@ def budget_lines(found: dict, chosen: dict | None = None) -> list[str]:
         runs = (chosen or {}).get((model, dataset), [])
         scores = [r["best_valid_score"] for r in runs if r.get("best_valid_score") is not None]
         score = f"{sum(scores) / len(scores):.4f} ({runs[0].get('valid_metric')})" if scores else "–"
-        lines.append(f"| {model} | {dataset} | {b['trials']} | {b['pruned']} | {b['selection']} | {b['max_epochs'] or '–'} | "
+        trials = f"{b['trials']}" + (f" ({b['configurations']} distinct)" if b.get("configurations", b["trials"]) < b["trials"]
+                                     else "")
+        lines.append(f"| {model} | {dataset} | {trials} | {b['pruned']} | {b['selection']} | {b['max_epochs'] or '–'} | "
                      f"{b['epochs']} | {b['seconds']:.0f}s | {score} |")
     warnings = [f"- **warning:** {warning}" for warning in unequal(found)]
     return lines + [""] + (warnings + [""] if warnings else [])
+
+
+# ---------------------------------------------------------------- search/trials.json
+def save_asked(sweep_dir: Path, studies: dict) -> None:
+    """runs/<sweep>/search/trials.json: {"<dataset>/<model>": {"model", "dataset", "asked", "configurations"}},
+    each study's trials asked so far and the distinct configurations they drew (derived from the study;
+    any sweep process on it may rewrite it)."""
+    path = SweepPaths(Path(sweep_dir)).asked
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, json.dumps(studies, indent=1) + "\n")
+
+
+def load_asked(sweep_dir: Path) -> dict:
+    """{(model, dataset): {"asked", "configurations"}} of a sweep folder's search ({} where none ran)."""
+    path = SweepPaths(Path(sweep_dir)).asked
+    studies = json.loads(path.read_text()) if path.is_file() else {}
+    return {(s["model"], s["dataset"]): s for s in studies.values()}

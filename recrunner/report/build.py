@@ -34,6 +34,7 @@ from ..run.protocol import separate
 from ..core.layout import RunPaths, SweepPaths
 from ..training.callbacks.history import read_history
 from ..run.record import RunRecord, Status
+from .budget import load_asked
 from .racing import load_races, picked_runs
 from .tables import best_configurations
 from . import stats
@@ -84,7 +85,8 @@ def build_report(sweep_dir: Path, baseline: str | None = None, alpha: float = 0.
     metrics = list(dict.fromkeys(k[5:] for r in rows for k in r if k.startswith("test/")))
     races = load_races(sweep_dir)
     report = Report(sweep_dir, baseline, metrics, models, datasets, best_configurations(rows, swept, picked_runs(races)),
-                    protocols=protocols, interval=interval, alpha=alpha, rows=rows, races=races)
+                    protocols=protocols, interval=interval, alpha=alpha, rows=rows, races=races,
+                    asked=load_asked(sweep_dir))
     report.counts = {s: sum(r["status"] == s for r in rows) for s in sorted({r["status"] for r in rows})}
     report.flags = [flag for row in rows for flag in _flags(row)]
     report.significance = _significance(report)

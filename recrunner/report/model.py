@@ -30,6 +30,7 @@ class Report:
     alpha: float = 0.05
     rows: list = field(default_factory=list)           # every run, as discover() found it (budgets)
     races: dict = field(default_factory=dict)          # selection.json: racing's contenders (report/racing.py)
+    asked: dict = field(default_factory=dict)          # search/trials.json: a search's trials (report/budget.py)
 
     @property
     def table(self) -> ResultTable:

@@ -59,7 +59,7 @@ def markdown(report: Report) -> str:
                              + (f" {UNDER_TRAINED_MARK}" if under_trained(report, model, dataset) else ""))
             lines.append(f"| {model} | " + " | ".join(cells) + " |")
         lines.append("")
-    lines += _protocols(report) + budget_lines(budgets(report.rows), report.chosen) + race_lines(report.races)
+    lines += _protocols(report) + budget_lines(budgets(report.rows, report.asked), report.chosen) + race_lines(report.races)
     lines += _significance_table(report) + _budget(report)
     lines += ["## flagged runs", ""]
     lines += [f"- `{row['run_dir'].relative_to(report.sweep_dir)}`: {reason}" for row, reason in report.flags] or ["none"]

@@ -26,6 +26,7 @@ from pathlib import Path
 from ..core.layout import FINAL, SweepPaths
 from ..training.callbacks import metric_bigger
 from ..core.errors import ConfigError
+from ..report.budget import save_asked
 from ..run.record import RunRecord
 from ..run.result import RunResult
 from ..training.callbacks.pruning import TrialRef
@@ -58,7 +59,8 @@ class Search:
     def __init__(self, specs, planner, sweep_dir: Path, options: SearchOptions, selection=None):
         self.specs, self.plan_cell, self.options = list(specs), planner, options
         self.selection = selection  # sweep.selection.Selection: race the best trials over seeds, then finals
-        self.storage_url = options.storage or str(SweepPaths(Path(sweep_dir)).study_journal)
+        self.sweep_dir = Path(sweep_dir)
+        self.storage_url = options.storage or str(SweepPaths(self.sweep_dir).study_journal)
         self.studies = Studies(self.storage_url, options)  # Optuna's side: asks, tells, the lock (studies.py)
         self.epochs: dict[str, int] = {}
         self.directions: dict[str, str] = {}
@@ -93,6 +95,7 @@ class Search:
                 if record is not None and record.status.finished:
                     self.tell(item.cell_id, RunResult.from_record(item.run_dir, record))
                 again.append(item)
+        self._save_asked()
         return again
 
     # ---------------------------------------------------------------- asking
@@ -109,6 +112,8 @@ class Search:
                 if trial is not None:
                     cells.append(self._plan_trial(spec, trial))
                     progress = True
+        if cells:
+            self._save_asked()
         if len(cells) < wanted:
             cells += self._finals() if self.selection is None else self._races()
         return cells
@@ -123,6 +128,13 @@ class Search:
             if self.selection is None and self.options.final_seeds and spec.study_name not in self.finals_planned:
                 return False
         return True
+
+    def _save_asked(self) -> None:
+        """search/trials.json: each study's trials asked so far (report/budget.py), under the ask lock, so
+        two sweep processes on one study write what it holds in turn."""
+        with self.studies.lock():
+            save_asked(self.sweep_dir, {spec.study_name: {"model": spec.model, "dataset": spec.dataset,
+                                                          **self.studies.asked(spec.study_name)} for spec in self.specs})
 
     def _budget(self, spec) -> int:
         """The trials the spec's study gets: the search's, or 1 where the model has nothing to tune."""

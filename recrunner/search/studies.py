@@ -12,6 +12,7 @@ study never ask more than its budget, never plan a trial half-asked, and never t
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from pathlib import Path
 
@@ -98,6 +99,13 @@ class Studies:
             study.sampler = make_sampler(options.method, options.seed + asked, options.trials)
             number = study.ask({name: d.to_optuna() for name, d in spec.space.items()}).number
         return study.get_trials(deepcopy=False)[number]
+
+    def asked(self, name: str) -> dict:
+        """{"asked": trials asked so far, "configurations": the distinct values they drew} (a trial being
+        asked right now, without its values yet, counts as asked)."""
+        trials = self.trials(name)
+        drawn = {json.dumps(t.params, sort_keys=True, default=str) for t in trials if t.params}
+        return {"asked": len(trials), "configurations": len(drawn)}
 
     def fail(self, name: str, number: int) -> None:
         import optuna

@@ -23,7 +23,7 @@ from ..run.protocol import separate
 from ..run.protocol import summary as protocol_summary
 from ..run.protocol import warnings as protocol_warnings
 from ..run.record import RunRecord, Status, device_text
-from ..report.budget import budget_lines, budgets
+from ..report.budget import budget_lines, budgets, load_asked
 from ..core.files import write_text_atomic
 from ..report.tables import ResultTable, best_configurations
 
@@ -66,7 +66,7 @@ def write_results(sweep_dir: Path, rows: list[dict], swept: list[str], title: st
     paths = SweepPaths(Path(sweep_dir))
     csv_path, md_path = paths.results_csv, paths.results_md
     write_text_atomic(csv_path, results_csv(rows, swept))
-    write_text_atomic(md_path, results_markdown(rows, swept, title, picks))
+    write_text_atomic(md_path, results_markdown(rows, swept, title, picks, load_asked(sweep_dir)))
     return csv_path, md_path
 
 
@@ -86,8 +86,10 @@ def results_csv(rows: list[dict], swept: list[str]) -> str:
 
 
 
-def results_markdown(rows: list[dict], swept: list[str], title: str, picks: dict | None = None) -> str:
-    """`picks`: each race's pick (report.racing.picked_runs): its runs are the table's."""
+def results_markdown(rows: list[dict], swept: list[str], title: str, picks: dict | None = None,
+                     asked: dict | None = None) -> str:
+    """`picks`: each race's pick (report.racing.picked_runs): its runs are the table's; `asked`: a search's
+    trials (report.budget.load_asked)."""
     rows = [dict(row) for row in rows]
     protocols = separate(rows)  # a dataset under two protocols is two columns, never one pooled cell
     counts = defaultdict(int)
@@ -110,7 +112,7 @@ def results_markdown(rows: list[dict], swept: list[str], title: str, picks: dict
                      for dataset in datasets]
             lines.append(f"| {model} | " + " | ".join(cells) + " |")
         lines.append("")
-    lines += _protocols(protocols) + budget_lines(budgets(rows), chosen) + _chosen_table(chosen, swept)
+    lines += _protocols(protocols) + budget_lines(budgets(rows, asked), chosen) + _chosen_table(chosen, swept)
     lines += _caveats(rows) + _failures(rows)
     return "\n".join(lines) + "\n"
 

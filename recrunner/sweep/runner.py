@@ -51,7 +51,7 @@ class SweepOptions:
 class SweepSummary:
     name: str
     sweep_dir: Path
-    counts: dict = field(default_factory=dict)   # ok, failed, skipped, busy, interrupted
+    counts: dict = field(default_factory=dict)   # ok, failed, skipped, busy, interrupted, repeated (a search's draw)
     seconds: float = 0.0
     results_md: Path | None = None
     interrupted: bool = False
@@ -244,10 +244,10 @@ class _Sweep:
                 self.summary.count_failure(item.error)
                 self.out(cell_line(item, RunResult.failed(item.error)))
             elif record is not None and record.status.finished:  # drawn again after its run ended
-                self.summary.count("skipped")
+                self.summary.count("repeated")
                 self.search.tell(item.cell_id, RunResult.from_record(item.run_dir, record, skipped=True))
             elif item.cell_id in under_way:  # drawn again while its run is under way: its end tells both
-                self.summary.count("skipped")
+                self.summary.count("repeated")
             else:
                 self.record.append(item.cell_id, Status.PENDING)
                 ready.append(item.cell_id)
