@@ -321,11 +321,15 @@ def test_settings_that_only_change_what_a_run_shows_keep_its_id(workspace):
 def test_what_the_early_checks_read_from_recboles_files_is_what_recbole_has():
     from recbole.evaluator.register import metrics_dict
 
-    from recrunner.config.checks import METRICS, canonical_model, recbole_keys, recbole_model_defaults_file
+    from recrunner.config.recbole_files import METRICS, canonical_model, recbole_keys, recbole_model_defaults_file
 
     assert METRICS == sorted(metrics_dict)
     assert {"epochs", "learning_rate", "n_layers", "MAX_ITEM_LIST_LENGTH", "progress_every"} <= recbole_keys()
     assert canonical_model("sasrec") == "SASRec" and recbole_model_defaults_file("SASRec")["n_layers"] == 2
+    from recrunner.run.models import available_models
+
+    # every model is spelled as its class, also where RecBole's YAML file is not (lightgbm.yaml, xgboost.yaml)
+    assert [canonical_model(model.lower()) for model in available_models()] == list(available_models())
 
 
 @pytest.mark.parametrize("setting, value, expected", [

@@ -97,7 +97,7 @@ def test_an_interval_given_as_a_yaml_list_is_recboles_interval_string():
 
 def test_keys_a_model_reads_without_a_default_in_recboles_yaml_are_known_for_that_model_only():
     """FEARec's contrastive losses are off unless `contrast` is set, and no RecBole YAML defines it."""
-    from recrunner.config.checks import recbole_keys
+    from recrunner.config.recbole_files import recbole_keys
     from recrunner.config.params import undeclared_keys
 
     assert undeclared_keys("FEARec", context_aware=False) == {"contrast": None, "tau": None, "sim": None}

@@ -2,12 +2,14 @@
 out of their cells change nothing in their numbers, and Pop's counts (seams/models.py)."""
 
 import json
+import warnings
 
 import pytest
 import torch
 
 from recrunner import Experiment, run_experiment
-from recrunner.config.one_pass import nothing_to_tune, one_pass_models, one_pass_classes, unread_settings
+from recrunner.config.one_pass import (FITTED_ANEW, nothing_to_tune, one_pass_classes, one_pass_models, tree_classes,
+                                       tree_models, unread_settings)
 from recrunner.run.models import model_caveat
 from recrunner.seams.models import count_every_interaction
 
@@ -18,17 +20,23 @@ SMALL = {key: DATA[key] for key in ("epochs", "user_inter_num_interval", "eval_b
 
 
 def test_the_models_recbole_fits_in_one_pass_are_read_from_its_source():
-    assert one_pass_models() == {"ADMMSLIM", "AsymKNN", "EASE", "ItemKNN", "NCEPLRec", "Pop", "Random", "SLIMElastic"}
+    assert one_pass_models() == {"ADMMSLIM", "AsymKNN", "EASE", "ItemKNN", "LightGBM", "NCEPLRec", "Pop", "Random",
+                                 "SLIMElastic"}
+    assert tree_models() == {"LightGBM", "XGBoost"}
     source = ("class A(B):\n    input_type = X\n    type = ModelType.TRADITIONAL\n\n"
               "class C(B):\n    type = ModelType.GENERAL\n# ModelType.TRADITIONAL in a comment\n"
               "class D(B):\n    def calculate_loss(self, interaction):\n        return torch.nn.Parameter(torch.zeros(1))\n"
               "class E(B):\n    def calculate_loss(self, interaction):\n        x = 1\n"
               "        return torch.nn.Parameter(torch.zeros(1))\n")
     assert one_pass_classes(source) == ["A", "D"]
+    assert tree_classes(source.replace("TRADITIONAL", "DECISIONTREE")) == ["A"]
     assert {"learning_rate", "train_batch_size", "epochs"} <= unread_settings("ItemKNN")
     assert "eval_step" not in unread_settings("ItemKNN")  # above 1 it skips the one epoch's validation
     assert "train_batch_size" not in unread_settings("Pop") and "learning_rate" in unread_settings("Pop")
     assert unread_settings("BPR") == frozenset()
+    assert {"learning_rate", "train_batch_size", "weight_decay"} <= unread_settings("XGBoost")  # its rate: xgb_params
+    assert not {"epochs", "stopping_step"} & unread_settings("XGBoost")  # it boosts on from the last epoch's trees
+    assert "epochs" in unread_settings("LightGBM")
     assert [nothing_to_tune(m) for m in ("Pop", "Random", "ItemKNN", "EASE", "BPR")] == [True, True, False, False, False]
 
 
@@ -38,6 +46,44 @@ def test_nceplrec_fitted_while_built_trains_one_epoch_not_all_its_epochs(workspa
                             console=False)
     record = json.loads((result.run_dir / "metrics.json").read_text())
     assert (result.status, record["epochs_trained"], record["best_epoch"], record["under_trained"]) == ("ok", 1, 0, None)
+
+
+def test_lightgbm_is_fitted_anew_each_epoch_by_recboles_trainer():
+    """The fact FITTED_ANEW rests on: RecBole's LightGBMTrainer trains without the last epoch's booster
+    (its XGBoostTrainer passes xgb_model=self.boost_model and continues)."""
+    import inspect
+
+    from recbole.trainer.trainer import LightGBMTrainer, XGBoostTrainer
+
+    assert FITTED_ANEW == {"LightGBM"}
+    assert "init_model" not in inspect.getsource(LightGBMTrainer._train_at_once)
+    assert "xgb_model=self.boost_model" in inspect.getsource(XGBoostTrainer._train_at_once).replace(" ", "")
+
+
+def test_lightgbm_trains_one_epoch_not_all_its_epochs(workspace):
+    """Every epoch would fit the same booster: its validation ties, so early stopping never ends it."""
+    pytest.importorskip("lightgbm")
+    params = {**SMALL, "epochs": 20, "stopping_step": 2, "lgb_num_boost_round": 10}
+    result = run_experiment(Experiment("LightGBM", "ml-100k", params), workspace, console=False)
+    record = json.loads((result.run_dir / "metrics.json").read_text())
+    assert (result.status, record["epochs_trained"], record["best_epoch"], record["under_trained"]) == ("ok", 1, 0, None)
+
+
+def test_xgboost_reads_none_of_the_gradient_settings_a_grid_leaves_out_of_its_cells(workspace):
+    pytest.importorskip("xgboost")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        first, _ = _test_metrics(workspace, "XGBoost", xgb_num_boost_round=10, epochs=2, learning_rate=0.1,
+                                 train_batch_size=512, weight_decay=0.1)
+    # its booster between epochs has its format's extension (xgboost warned twice an epoch about booster.tmp),
+    # and RecBole's evals by position are quiet (seams/environment.py)
+    assert not [w for w in caught if "Unknown file format" in str(w.message) or "UBJSON" in str(w.message)
+                or "Pass `evals`" in str(w.message)]
+    second, _ = _test_metrics(workspace, "XGBoost", xgb_num_boost_round=10, epochs=2, learning_rate=0.001,
+                              train_batch_size=4096, learner="sgd")
+    assert first == second
+    third, _ = _test_metrics(workspace, "XGBoost", xgb_num_boost_round=10, epochs=1)
+    assert third != first  # its epochs count: it boosts on
 
 
 def _test_metrics(workspace, model, **params):

@@ -70,6 +70,12 @@ def test_the_grid_says_which_models_get_one_cell_for_the_values_they_do_not_read
         "learning_rate and train_batch_size change nothing in their numbers, so one cell stands for all their values")
     assert describe_unread(grid_from_mapping({"models": ["BPR"], "datasets": ["d"],
                                               "params": {"learning_rate": [0.1, 0.01]}}), {}) is None
+    trees = grid_from_mapping({"models": ["LightGBM", "XGBoost"], "datasets": ["d"],
+                               "params": {"learning_rate": [0.1, 0.01], "epochs": [2, 4]}})
+    assert describe_unread(trees, {}) == (  # XGBoost boosts on each epoch: its epochs count
+        "LightGBM is fitted in one pass: epochs and learning_rate change nothing in its numbers, so one cell stands for "
+        "all their values; XGBoost is not a torch model (boosted trees): learning_rate changes nothing in its numbers, "
+        "so one cell stands for all its values")
 
 
 def test_a_search_leaves_out_what_a_model_does_not_read_and_gives_nothing_to_tune_one_trial():
@@ -81,7 +87,7 @@ def test_a_search_leaves_out_what_a_model_does_not_read_and_gives_nothing_to_tun
     bpr, pop = expand_search(grid, unread=_unread, own=own)
     assert (list(bpr.space), bpr.trials, bpr.unread) == (["learning_rate"], None, ())
     assert (pop.space, pop.trials, pop.unread) == ({}, 1, ("learning_rate",))
-    with pytest.raises(ConfigError, match=r"ItemKNN is fitted in one pass, so learning_rate changes nothing in it; "
+    with pytest.raises(ConfigError, match=r"learning_rate changes nothing in ItemKNN's numbers; "
                                           r"search its own parameters \(k, shrink\) under model_params"):
         expand_search(grid_from_mapping({**{"models": ["ItemKNN"], "datasets": ["d"], "search": "tpe"},
                                          "params": {"learning_rate": [0.1, 0.2]}}), unread=_unread, own=own)

@@ -11,8 +11,6 @@ checks the merged parameters again with RecBole's resolved configuration of each
 from __future__ import annotations
 
 import difflib
-import functools
-import importlib.util
 import math
 import os
 import re
@@ -21,10 +19,10 @@ from typing import Any, Mapping
 
 import yaml
 
-from .params import (CONTEXT_UNDECLARED_KEYS, RECBOLE_DERIVED_KEYS, RECBOLE_UNDECLARED_KEYS, RECRUNNER_DEFAULTS,
-                     RECRUNNER_KEYS, coerce_value, unknown_metric)
+from .params import RECRUNNER_DEFAULTS, coerce_value, unknown_metric
 from ..core.errors import ConfigError
 from .choices import choice_problem
+from .recbole_files import METRICS, VALUE_METRICS, recbole_keys, recbole_model_defaults_file, recbole_overall_defaults
 
 FAST_PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # fast mode's autocast dtypes (recrunner.training.fast.plan)
 SWITCH = ("auto", True, False)  # a setting decided per device or model unless true or false (fast_compile, ...)
@@ -95,30 +93,6 @@ def read_loss_every_problem(value) -> str | None:
     return f"read_loss_every must be auto or a whole number >= 1, got {value!r}"
 
 
-@functools.lru_cache(maxsize=None)
-def recbole_dir() -> Path | None:
-    """The installed recbole package's folder, found without importing it."""
-    spec = importlib.util.find_spec("recbole")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(list(spec.submodule_search_locations)[0])
-
-
-def _metric_names(base: str = r"\w+") -> list[str]:
-    """RecBole's metric names (recbole.evaluator.register.metrics_dict), read from its source file;
-    `base`: only the subclasses of that class (LossMetric: the value metrics)."""
-    recbole = recbole_dir()
-    try:
-        source = (recbole / "evaluator" / "metrics.py").read_text() if recbole else ""
-    except OSError:
-        return []
-    return sorted(name.lower() for name in re.findall(rf"^class (\w+)\({base}\)", source, re.M))
-
-
-METRICS = _metric_names()
-VALUE_METRICS = _metric_names("LossMetric")  # AUC, LogLoss, MAE, RMSE: labeled evaluation; the rest rank
-
-
 def mixed_metrics(metrics) -> str | None:
     """Why `metrics` cannot be computed together (ranking and value metrics), or None (pure)."""
     names = [metrics] if isinstance(metrics, str) else list(metrics or [])
@@ -174,13 +148,6 @@ def _check_params(params: Mapping, defaults: Mapping, source: str, lines: Mappin
     check_values(params, source, lines)
 
 
-def canonical_model(name: str) -> str:
-    """RecBole's spelling of a model name typed in any case (`sasrec` -> `SASRec`); as typed when
-    RecBole ships no YAML for it (prepare then says what exists)."""
-    path = _model_yamls().get(str(name).lower())
-    return path.stem if path is not None else name
-
-
 _PLAIN_NAME = re.compile(r"\w[\w.-]*")
 
 
@@ -234,53 +201,6 @@ def key_lines(path: Path) -> dict[str, int]:
         elif isinstance(node, yaml.SequenceNode):
             stack.extend(node.value)
     return lines
-
-
-# ---------------------------------------------------------------- RecBole's YAML files, read without importing it
-def _properties() -> Path | None:
-    recbole = recbole_dir()
-    return recbole / "properties" if recbole else None
-
-
-@functools.lru_cache(maxsize=None)
-def _model_yamls() -> dict[str, Path]:
-    """RecBole's model YAML files by lower-cased model name."""
-    properties = _properties()
-    return {path.stem.lower(): path for path in (properties / "model").glob("*.yaml")} if properties else {}
-
-
-@functools.lru_cache(maxsize=None)
-def _read(path: Path) -> dict:
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        data = yaml.load(path.read_text(), Loader=loader)
-    except (yaml.YAMLError, OSError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-@functools.lru_cache(maxsize=None)
-def recbole_keys() -> frozenset:
-    """Every key any of RecBole's YAML files defines, recrunner's keys and the keys RecBole derives."""
-    keys = set(RECRUNNER_KEYS) | set(RECBOLE_DERIVED_KEYS) | set(CONTEXT_UNDECLARED_KEYS)
-    keys.update(*RECBOLE_UNDECLARED_KEYS.values())
-    properties = _properties()
-    if properties is not None:
-        for path in properties.rglob("*.yaml"):
-            if path.name != "url.yaml":
-                keys |= set(_read(path))
-    return frozenset(keys)
-
-
-def recbole_overall_defaults() -> dict:
-    properties = _properties()
-    return dict(_read(properties / "overall.yaml")) if properties is not None else {}
-
-
-def recbole_model_defaults_file(model: str) -> dict:
-    """The model's own YAML (case-insensitive name), or {} when RecBole ships none for it."""
-    path = _model_yamls().get(str(model).lower())
-    return dict(_read(path)) if path is not None else {}
 
 
 def _flat(params: Mapping, prefix: str = "") -> dict:

@@ -127,3 +127,5 @@ def quiet_known_warnings() -> None:
     warnings.filterwarnings("ignore", category=FutureWarning, message=r".*Series\.agg cannot aggregate.*")
     # trainer.py builds torch.cuda.amp.GradScaler every epoch (deprecated name, same behaviour)
     warnings.filterwarnings("ignore", category=FutureWarning, message=r".*GradScaler.*deprecated.*")
+    # XGBoostTrainer._train_at_once passes xgb.train its evals by position (xgboost >= 2 asks for a keyword)
+    warnings.filterwarnings("ignore", category=FutureWarning, message=r"Pass `evals` as keyword args")

@@ -23,6 +23,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..config.one_pass import unread_because
 from ..core.layout import FINAL, SweepPaths
 from ..training.callbacks import metric_bigger
 from ..core.errors import ConfigError
@@ -231,4 +232,4 @@ def _space_text(spec: SearchSpec) -> str:
     """A study's space in words, and what it left out (pure)."""
     space = ", ".join(f"{name} {distribution.describe()}" for name, distribution in spec.space.items())
     return (space or "nothing to tune, 1 trial") + (
-        f" ({spec.model} is fitted in one pass: {', '.join(spec.unread)} left out)" if spec.unread else "")
+        f" ({spec.model} is {unread_because(spec.model)}: {', '.join(spec.unread)} left out)" if spec.unread else "")

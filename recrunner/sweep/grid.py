@@ -218,7 +218,7 @@ def expand_search(grid: Grid, overrides: Mapping[str, Any] | None = None, unread
         if not space and not (ignored and not parameters):
             verb = "changes" if len(ignored) == 1 else "change"
             raise ConfigError(f"the search of {model} on {dataset} has nothing to search: " + (
-                f"{model} is fitted in one pass, so {', '.join(ignored)} {verb} nothing in it; search its own "
+                f"{', '.join(ignored)} {verb} nothing in {model}'s numbers; search its own "
                 f"parameters ({', '.join(parameters)}) under model_params: {{{model}: ...}}" if ignored else
                 "give a list or a distribution ({loguniform: [1e-4, 1e-2]}, ...) in params or model_params"))
         first = fixed.pop("seed", DEFAULT_SEED)

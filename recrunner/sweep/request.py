@@ -26,7 +26,8 @@ class SweepRequest:
 def grid_of(request: SweepRequest) -> tuple[Grid, dict]:
     """The grid with the request's models and datasets, and the overrides of the config files and
     --set (in that order); each source of parameters is checked on the way."""
-    from ..config.checks import canonical_model, check_request_early, key_lines, plain_name
+    from ..config.checks import check_request_early, key_lines, plain_name
+    from ..config.recbole_files import canonical_model
 
     sources, overrides = [], {}
     for path in request.config_files:
@@ -49,7 +50,8 @@ def grid_of(request: SweepRequest) -> tuple[Grid, dict]:
 def cells_of(request: SweepRequest, grid: Grid, overrides: dict, final_seeds: int | None = None):
     """The sweep's cells, or with `final_seeds` (a search) one spec per (model, dataset); each checked
     against RecBole's keys and types (config/checks.py), naming the grid file's lines."""
-    from ..config.checks import check_grid_cells, key_lines, recbole_model_defaults_file
+    from ..config.checks import check_grid_cells, key_lines
+    from ..config.recbole_files import recbole_model_defaults_file
     from ..config.one_pass import unread_settings
 
     lines = key_lines(request.grid_file) if request.grid_file else None
@@ -67,18 +69,18 @@ def cells_of(request: SweepRequest, grid: Grid, overrides: dict, final_seeds: in
 
 def describe_unread(grid: Grid, overrides: dict) -> str | None:
     """A line for the models whose cells the grid's lists do not multiply (config/one_pass.py), or None."""
-    from ..config.one_pass import unread_settings
+    from ..config.one_pass import unread_because, unread_settings
 
     found = unread_swept(grid, unread_settings, overrides)
     if not found:
         return None
     groups: dict[tuple, list[str]] = {}
     for model, keys in found.items():
-        groups.setdefault(tuple(keys), []).append(model)
+        groups.setdefault((unread_because(model), tuple(keys)), []).append(model)
     parts = []
-    for keys, models in groups.items():
+    for (because, keys), models in groups.items():
         one = len(models) == 1
-        parts.append(f"{_listed(models)} {'is' if one else 'are'} fitted in one pass: {_listed(keys)} "
+        parts.append(f"{_listed(models)} {'is' if one else 'are'} {because}: {_listed(keys)} "
                      f"change{'s' if len(keys) == 1 else ''} nothing in {'its' if one else 'their'} numbers, so one "
                      f"cell stands for all {'its' if len(keys) == 1 else 'their'} values")
     return "; ".join(parts)

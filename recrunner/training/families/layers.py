@@ -99,7 +99,7 @@ def trainer_class(model_name: str, model_type, custom_trainer: type) -> type:
     if not issubclass(base, Trainer):
         from .trees import TreeTrainer
 
-        return TreeTrainer.for_library(base)
+        return TreeTrainer.for_library(base, single_pass=model_name in one_pass_models())
     if all(getattr(base, name) is getattr(Trainer, name) for name in _LOOP_METHODS):
         one_pass = base.__name__ == "TraditionalTrainer"  # epochs = 1 whatever the config: nothing to converge
         return type(f"Custom{base.__name__}", (custom_trainer, base), {"single_pass": one_pass} if one_pass else {}

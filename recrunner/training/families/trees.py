@@ -2,7 +2,10 @@
 
 RecBole's `DecisionTreeTrainer` is not a torch Trainer: each "epoch" fits the booster on the
 whole training set at once (`_train_at_once`; XGBoost continues from the previous epoch's trees,
-LightGBM fits anew), and its checkpoints are booster files beside a pickled Config. TreeTrainer
+LightGBM fits anew), and its checkpoints are booster files beside a pickled Config. LightGBM's
+epochs are therefore one booster fitted again and again, its validation score tied each time, so
+early stopping never ends it (RecBole fits it 300 times at its defaults): it trains one epoch, as
+RecBole's TraditionalTrainer trains a model fitted in one pass (config/one_pass.py). TreeTrainer
 keeps RecBole's tree code (data conversion, training, evaluation: the library trainer's own
 methods) and runs it inside `CustomTrainer.fit`, so trees get what every model gets: validation
 at epoch -1 (where the untrained booster can predict), TensorBoard, best.pth and last.pth as
@@ -50,9 +53,13 @@ class TreeTrainer(CustomTrainer):
         self._init_loop_state(config, callbacks, hparams, run_dir)
         checkpoints = Path(config["checkpoint_dir"])
         checkpoints.mkdir(parents=True, exist_ok=True)
-        # RecBole names these after the local time; the booster between epochs, never read back by recrunner
-        self.temp_file = self.temp_best_file = str(checkpoints / "booster.tmp")
+        # RecBole names these after the local time; the booster between epochs, never read back by recrunner.
+        # Its extension is the library's format (XGBoost warns twice an epoch about any other, and guesses)
+        suffix = ".ubj" if config["model"] == "XGBoost" else ".txt"
+        self.temp_file = self.temp_best_file = str(checkpoints / f"booster{suffix}")
         self.start_epoch, self.clip_grad_norm = 0, None
+        if self.single_pass:  # LightGBM: every epoch would fit the same booster anew
+            self.epochs = 1
         self.device = torch.device("cpu")
         self.wandblogger = SilentWandb()
         params = config["xgb_params"] or config["lgb_params"] or {}
@@ -63,8 +70,10 @@ class TreeTrainer(CustomTrainer):
                              "model: it runs exactly)")
 
     @classmethod
-    def for_library(cls, library_trainer: type) -> type:
-        return type(f"Custom{library_trainer.__name__}", (cls, library_trainer), {"library_trainer": library_trainer})
+    def for_library(cls, library_trainer: type, single_pass: bool = False) -> type:
+        """`single_pass`: the library fits its booster anew each epoch (config/one_pass.py): one epoch."""
+        return type(f"Custom{library_trainer.__name__}", (cls, library_trainer),
+                    {"library_trainer": library_trainer, "single_pass": single_pass})
 
     # ------------------------------------------------------------------ the loop's steps, for a booster
     def fit(self, train_data, valid_data=None, verbose=True, saved=True, show_progress=False, callback_fn=None):
