@@ -93,6 +93,14 @@ def sweep(finished_sweep, tmp_path, capsys):
     return Path(shutil.copytree(finished_sweep, tmp_path / "runs" / "compare"))
 
 
+def test_chart_files_are_named_so_a_shell_takes_them_unquoted():
+    from recrunner.report.plots import file_part
+
+    assert file_part("ndcg@10") == "ndcg_at_10"
+    assert file_part("ml-100k [grouping global; ranking valid labeled, test labeled]") == \
+        "ml-100k_grouping_global_ranking_valid_labeled_test_labeled"  # a dataset under two protocols
+
+
 def test_report_renders_tables_significance_flags_and_charts(sweep, capsys):
     assert main(["report", str(sweep), "--baseline", "Pop"]) == 0
     written = capsys.readouterr().out.split()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 from .model import cell_stats, curves
@@ -37,7 +38,7 @@ def _metric_chart(plt, report, metric, out_dir):
     ax.set_xticks(range(len(datasets)), datasets)
     ax.set_ylabel(f"test {metric}")
     ax.set_title(f"Test {metric}\nmean ± std over seeds, best configuration by validation", fontsize=10)
-    return _save(plt, fig, ax, out_dir / f"test_{metric.replace('@', '_at_')}.png", ncol=min(4, len(models)))
+    return _save(plt, fig, ax, out_dir / f"test_{file_part(metric)}.png", ncol=min(4, len(models)))
 
 
 def _curves_chart(plt, report, dataset, out_dir):
@@ -55,7 +56,13 @@ def _curves_chart(plt, report, dataset, out_dir):
     ax.set_xlabel("epoch (-1: before training)")
     ax.set_ylabel(f"validation {metric}")
     ax.set_title(f"Validation curves on {dataset} (mean over seeds)")
-    return _save(plt, fig, ax, out_dir / f"valid_{dataset}.png")
+    return _save(plt, fig, ax, out_dir / f"valid_{file_part(dataset)}.png")
+
+
+def file_part(label: str) -> str:
+    """A metric or dataset label as part of a file name a shell takes unquoted: `ndcg@10` -> `ndcg_at_10`, a
+    dataset under two protocols, `ml-100k [grouping global; ...]` -> `ml-100k_grouping_global_...` (pure)."""
+    return re.sub(r"[^\w.-]+", "_", label.replace("@", "_at_")).strip("_")
 
 
 def _save(plt, fig, ax, path: Path, ncol: int = 1) -> Path:
