@@ -93,6 +93,18 @@ def sweep(finished_sweep, tmp_path, capsys):
     return Path(shutil.copytree(finished_sweep, tmp_path / "runs" / "compare"))
 
 
+def test_a_single_seed_has_no_spread_in_the_tables_not_a_spread_of_zero(tmp_path):
+    from recrunner.report.model import Report
+    from recrunner.report.render import latex, markdown
+
+    chosen = {("BPR", "d"): [{"test/ndcg@10": 0.25, "seed": 1}],
+              ("Pop", "d"): [{"test/ndcg@10": 0.1, "seed": 1}, {"test/ndcg@10": 0.2, "seed": 2}]}
+    report = Report(tmp_path, "BPR", ["ndcg@10"], ["BPR", "Pop"], ["d"], chosen, counts={"ok": 3})
+    tex = latex(report)
+    assert r"\textbf{0.2500} \\" in tex and r"0.1500 $\pm$ 0.0707" in tex  # one seed: no "$\pm$ 0.0000"
+    assert "| BPR | **0.2500 (1)** |" in markdown(report)
+
+
 def test_chart_files_are_named_so_a_shell_takes_them_unquoted():
     from recrunner.report.plots import file_part
 

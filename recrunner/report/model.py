@@ -6,6 +6,7 @@ through `cell_stats` and `curves`, so neither depends on the other.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,11 +45,12 @@ def cell_stats(report, model, dataset, metric) -> tuple[float, float, int]:
 
 
 def cell_spread(report, model, dataset, metric) -> tuple[float, float, int]:
-    """(mean, ± what the tables show, n): the std over seeds, or the 95% CI's half-width (`interval`)."""
+    """(mean, ± what the tables show, n): the std over seeds, or the 95% CI's half-width (`interval`); NaN (no
+    ±) for one seed, whose spread is unknown, not 0."""
     from .stats import mean_interval
 
     mean, std, n = cell_stats(report, model, dataset, metric)
-    return mean, mean_interval(std, n) if report.interval == "ci" else std, n
+    return mean, mean_interval(std, n) if report.interval == "ci" else std if n > 1 else math.nan, n
 
 
 def under_trained(report, model, dataset) -> int:

@@ -166,7 +166,8 @@ def latex(report: Report) -> str:
         protocols = "; ".join(f"{escape(d)}: {escape(protocol_summary(c))}" for d, c in report.protocols.items())
         blocks.append("\n".join([
             r"\begin{table}[t]", r"\centering",
-            f"\\caption{{Test {escape(metric)}: mean $\\pm$ {spread} over seeds; best in bold; $^{{*}}$ differs from "
+            f"\\caption{{Test {escape(metric)}: mean $\\pm$ {spread} over seeds (a value without one: a single seed); "
+            f"best in bold; $^{{*}}$ differs from "
             f"{escape(report.baseline)} (Wilcoxon signed-rank over users, Holm-corrected, $p<{report.alpha}$). "
             f"Protocol: {protocols}.}}",
             r"\begin{tabular}{l" + "c" * len(report.datasets) + "}", r"\toprule",
