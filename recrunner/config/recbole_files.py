@@ -122,5 +122,3 @@ def recbole_model_defaults_file(model: str) -> dict:
     """The model's own YAML (case-insensitive name), or {} when RecBole ships none for it."""
     path = _model_yamls().get(str(model).lower())
     return dict(_read(path)) if path is not None else {}
-
-

@@ -110,6 +110,8 @@ def save_asked(sweep_dir: Path, studies: dict) -> None:
 
 def load_asked(sweep_dir: Path) -> dict:
     """{(model, dataset): {"asked", "configurations"}} of a sweep folder's search ({} where none ran)."""
-    path = SweepPaths(Path(sweep_dir)).asked
-    studies = json.loads(path.read_text()) if path.is_file() else {}
-    return {(s["model"], s["dataset"]): s for s in studies.values()}
+    try:
+        studies = json.loads(SweepPaths(Path(sweep_dir)).asked.read_text())
+        return {(s["model"], s["dataset"]): s for s in studies.values()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # none, or not this format: runs count
+        return {}

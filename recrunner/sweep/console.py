@@ -51,8 +51,8 @@ def summary_line(summary) -> str:
     """The sweep's last line: how its cells ended, its time, where its table is (pure)."""
     c = summary.counts
     state = "interrupted; the same command resumes it" if summary.interrupted else "done"
-    busy = f", {c['busy']} running elsewhere" if c.get("busy") else ""
-    busy += f", {c['repeated']} trials drew a configuration already run (told its score)" if c.get("repeated") else ""
+    others = f", {c['busy']} running elsewhere" if c.get("busy") else ""
+    others += f", {c['repeated']} trials drew a configuration already run (told its score)" if c.get("repeated") else ""
     pruned = f"{c['pruned']} pruned, " if c.get("pruned") else ""
     return (f"sweep {summary.name} {state}: {c.get('ok', 0)} ok, {pruned}{c.get('failed', 0)} failed, "
-            f"{c.get('skipped', 0)} skipped{busy} in {clock(summary.seconds)}; results: {summary.results_md}")
+            f"{c.get('skipped', 0)} skipped{others} in {clock(summary.seconds)}; results: {summary.results_md}")
