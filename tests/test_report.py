@@ -102,7 +102,10 @@ def test_a_single_seed_has_no_spread_in_the_tables_not_a_spread_of_zero(tmp_path
     report = Report(tmp_path, "BPR", ["ndcg@10"], ["BPR", "Pop"], ["d"], chosen, counts={"ok": 3})
     tex = latex(report)
     assert r"\textbf{0.2500} \\" in tex and r"0.1500 $\pm$ 0.0707" in tex  # one seed: no "$\pm$ 0.0000"
+    assert "(a value without one: a single seed)" in tex
     assert "| BPR | **0.2500 (1)** |" in markdown(report)
+    del chosen[("BPR", "d")]
+    assert "single seed" not in latex(report)  # said only where a cell has one seed
 
 
 def test_chart_files_are_named_so_a_shell_takes_them_unquoted():

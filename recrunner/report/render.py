@@ -154,11 +154,12 @@ def latex(report: Report) -> str:
     spread = "95\\% CI" if report.interval == "ci" else "std"
     blocks = []
     for metric in report.metrics:
-        rows = []
+        rows, single = [], False  # single: a cell of one seed, without a spread
         for model in report.models:
             cells = []
             for dataset in report.datasets:
                 mean, deviation, n = cell_spread(report, model, dataset, metric)
+                single |= n == 1
                 text = "--" if not n else f"{mean:.4f}" + (f" $\\pm$ {deviation:.4f}" if math.isfinite(deviation) else "") + (
                     "$^{*}$" if _significant(report, metric, dataset, model) else "")
                 cells.append(f"\\textbf{{{text}}}" if n and mean == _column_best(report, dataset, metric) else text)
@@ -166,8 +167,8 @@ def latex(report: Report) -> str:
         protocols = "; ".join(f"{escape(d)}: {escape(protocol_summary(c))}" for d, c in report.protocols.items())
         blocks.append("\n".join([
             r"\begin{table}[t]", r"\centering",
-            f"\\caption{{Test {escape(metric)}: mean $\\pm$ {spread} over seeds (a value without one: a single seed); "
-            f"best in bold; $^{{*}}$ differs from "
+            f"\\caption{{Test {escape(metric)}: mean $\\pm$ {spread} over seeds"
+            f"{' (a value without one: a single seed)' if single else ''}; best in bold; $^{{*}}$ differs from "
             f"{escape(report.baseline)} (Wilcoxon signed-rank over users, Holm-corrected, $p<{report.alpha}$). "
             f"Protocol: {protocols}.}}",
             r"\begin{tabular}{l" + "c" * len(report.datasets) + "}", r"\toprule",
