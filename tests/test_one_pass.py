@@ -60,16 +60,19 @@ def test_lightgbm_is_fitted_anew_each_epoch_by_recboles_trainer():
     assert "xgb_model=self.boost_model" in inspect.getsource(XGBoostTrainer._train_at_once).replace(" ", "")
 
 
-def test_lightgbm_trains_one_epoch_not_all_its_epochs(workspace):
+def test_lightgbm_trains_one_epoch_not_all_its_epochs(workspace, capfd):
     """Every epoch would fit the same booster: its validation ties, so early stopping never ends it."""
     pytest.importorskip("lightgbm")
     params = {**SMALL, "epochs": 20, "stopping_step": 2, "lgb_num_boost_round": 10}
     result = run_experiment(Experiment("LightGBM", "ml-100k", params), workspace, console=False)
     record = json.loads((result.run_dir / "metrics.json").read_text())
     assert (result.status, record["epochs_trained"], record["best_epoch"], record["under_trained"]) == ("ok", 1, 0, None)
+    # its own lines (written from C++) are log records: in run.log, not on a console the run has not got
+    assert "[LightGBM] [Info]" not in capfd.readouterr().out
+    assert "INFO  [LightGBM] [Info] Number of positive" in (result.run_dir / "run.log").read_text()
 
 
-def test_xgboost_reads_none_of_the_gradient_settings_a_grid_leaves_out_of_its_cells(workspace):
+def test_xgboost_reads_none_of_the_gradient_settings_a_grid_leaves_out_of_its_cells(workspace, capsys):
     pytest.importorskip("xgboost")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
@@ -79,6 +82,7 @@ def test_xgboost_reads_none_of_the_gradient_settings_a_grid_leaves_out_of_its_ce
     # and RecBole's evals by position are quiet (seams/environment.py)
     assert not [w for w in caught if "Unknown file format" in str(w.message) or "UBJSON" in str(w.message)
                 or "Pass `evals`" in str(w.message)]
+    assert "train-auc" not in capsys.readouterr().out  # its evaluation lines are log records (run.log)
     second, _ = _test_metrics(workspace, "XGBoost", xgb_num_boost_round=10, epochs=2, learning_rate=0.001,
                               train_batch_size=4096, learner="sgd")
     assert first == second

@@ -15,11 +15,43 @@ with the best booster. There is no loss: Train/Loss is not written.
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
+import sys
+
 import numpy as np
 import torch
 
 from ..checkpoints.state import TrainingState
 from ..loop.trainer import CustomTrainer
+
+
+@contextlib.contextmanager
+def library_lines_logged(logger: logging.Logger):
+    """The boosters' own progress lines as log records, so they go to run.log and to the console only
+    where the run has one (not under --quiet, not across a sweep's workers): XGBoost's evaluation lines
+    (`xgb_verbose_eval`), which it prints, and LightGBM's, which it writes from C++ unless given a logger."""
+    lightgbm = sys.modules.get("lightgbm")
+    if lightgbm is not None:
+        lightgbm.register_logger(logger)  # the process's: every booster of it logs there
+    with contextlib.redirect_stdout(_LinesLogged(logger)):
+        yield
+
+
+class _LinesLogged(io.TextIOBase):
+    """A text stream whose every whole line is an INFO record of `logger`."""
+
+    def __init__(self, logger: logging.Logger):
+        self.logger, self.pending = logger, ""
+
+    def write(self, text: str) -> int:
+        self.pending += text
+        *lines, self.pending = self.pending.split("\n")
+        for line in lines:
+            if line.strip():
+                self.logger.info(line.rstrip())
+        return len(text)
 
 
 class _BoosterRate:
@@ -84,7 +116,8 @@ class TreeTrainer(CustomTrainer):
         # XGBoostTrainer passes `self.callbacks` (its own, None) to xgb.train: ours are not xgboost's
         handler, self.callbacks = self.callbacks, None
         try:
-            self._train_at_once(train_data, self._valid_data)
+            with library_lines_logged(self.logger):
+                self._train_at_once(train_data, self._valid_data)
         finally:
             self.callbacks = handler
         return 0.0
