@@ -30,13 +30,17 @@ from ..loop.trainer import CustomTrainer
 @contextlib.contextmanager
 def library_lines_logged(logger: logging.Logger):
     """The boosters' own progress lines as log records, so they go to run.log and to the console only
-    where the run has one (not under --quiet, not across a sweep's workers): XGBoost's evaluation lines
-    (`xgb_verbose_eval`), which it prints, and LightGBM's, which it writes from C++ unless given a logger."""
+    where the run has one (not under --quiet): XGBoost's evaluation lines (`xgb_verbose_eval`), which it
+    prints, and LightGBM's, which it writes from C++ unless given a logger."""
     lightgbm = sys.modules.get("lightgbm")
     if lightgbm is not None:
         lightgbm.register_logger(logger)  # the process's: every booster of it logs there
-    with contextlib.redirect_stdout(_LinesLogged(logger)):
-        yield
+    lines = _LinesLogged(logger)
+    try:
+        with contextlib.redirect_stdout(lines):
+            yield
+    finally:
+        lines.write("\n")  # a last line without its end
 
 
 class _LinesLogged(io.TextIOBase):
