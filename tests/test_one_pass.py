@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from recrunner import Experiment, run_experiment
-from recrunner.config.one_pass import (FITTED_ANEW, nothing_to_tune, one_pass_classes, one_pass_models, tree_classes,
-                                       tree_models, unread_settings)
+from recrunner.config.one_pass import (FITTED_ANEW, nothing_to_tune, one_pass_classes, one_pass_models, tree_models,
+                                       unread_settings)
 from recrunner.run.models import model_caveat
 from recrunner.seams.models import count_every_interaction
 
@@ -29,7 +29,6 @@ def test_the_models_recbole_fits_in_one_pass_are_read_from_its_source():
               "class E(B):\n    def calculate_loss(self, interaction):\n        x = 1\n"
               "        return torch.nn.Parameter(torch.zeros(1))\n")
     assert one_pass_classes(source) == ["A", "D"]
-    assert tree_classes(source.replace("TRADITIONAL", "DECISIONTREE")) == ["A"]
     assert {"learning_rate", "train_batch_size", "epochs"} <= unread_settings("ItemKNN")
     assert "eval_step" not in unread_settings("ItemKNN")  # above 1 it skips the one epoch's validation
     assert "train_batch_size" not in unread_settings("Pop") and "learning_rate" in unread_settings("Pop")

@@ -10,7 +10,7 @@ constructor, its loss `return torch.nn.Parameter(torch.zeros(1))`): RecBole's Tr
 (300 epochs, 47 s on ml-100k, best epoch 299: "may be under-trained"); recrunner gives it
 TraditionalTrainer (training/families/layers.py), the same metrics after one epoch.
 
-RecBole's gradient-boosted trees (`type = ModelType.DECISIONTREE`: XGBoost, LightGBM) are not torch
+RecBole's gradient-boosted trees (its exlib models: XGBoost, LightGBM) are not torch
 models: each "epoch" fits the booster on the whole training set. XGBoost continues from the last
 epoch's trees, so its epochs count; LightGBM fits anew (`lgb.train` without `init_model` in RecBole's
 LightGBMTrainer), the same booster every epoch, so it is a one-pass model too (`FITTED_ANEW`: 300
@@ -32,7 +32,7 @@ from __future__ import annotations
 import functools
 import re
 
-from .recbole_files import class_bodies, model_sources, recbole_model_defaults_file
+from .recbole_files import class_bodies, exlib_models, model_sources, recbole_model_defaults_file
 
 GRADIENT_SETTINGS = frozenset({
     "learning_rate", "learner", "weight_decay", "clip_grad_norm",   # recbole.trainer.Trainer._build_optimizer
@@ -45,7 +45,6 @@ EPOCH_SETTINGS = frozenset({"epochs", "stopping_step"})  # what a booster that c
 # batch (its issue #1844; seams/models.py), so its scores change with train_batch_size
 READ_ANYWAY = {"Pop": frozenset({"train_batch_size"})}
 _TRADITIONAL = re.compile(r"^\s+type = ModelType\.TRADITIONAL\b", re.M)
-_TREE = re.compile(r"^\s+type = ModelType\.DECISIONTREE\b", re.M)
 # RecBole 1.2.1's LightGBMTrainer._train_at_once: lgb.train(self.params, self.dtrain, self.num_boost_round, self.evals),
 # no init_model: each epoch's booster is fitted anew (tests/test_one_pass.py reads the call)
 FITTED_ANEW = frozenset({"LightGBM"})
@@ -57,29 +56,19 @@ _PLACEHOLDER_LOSS = re.compile(r"def calculate_loss\(self, interaction\):\s*\n\s
 def one_pass_models() -> frozenset[str]:
     """The model classes RecBole trains with its TraditionalTrainer, those with a placeholder loss
     (NCEPLRec), read from its model files, and the booster fitted anew each epoch (LightGBM)."""
-    return frozenset(_classes(one_pass_classes) | (FITTED_ANEW & tree_models()))
+    found = {name for source in model_sources() for name in one_pass_classes(source)}
+    return frozenset(found | (FITTED_ANEW & tree_models()))
 
 
-@functools.lru_cache(maxsize=None)
 def tree_models() -> frozenset[str]:
-    """RecBole's gradient-boosted trees (XGBoost, LightGBM), read from its model files."""
-    return frozenset(_classes(tree_classes))
-
-
-def _classes(find) -> set[str]:
-    """What `find` (a pure function of a source) finds in RecBole's model files (none without RecBole)."""
-    return {name for source in model_sources() for name in find(source)}
+    """RecBole's gradient-boosted trees (XGBoost, LightGBM: config/recbole_files.py)."""
+    return frozenset(exlib_models())
 
 
 def one_pass_classes(source: str) -> list[str]:
     """The classes of a Python source whose body sets `type = ModelType.TRADITIONAL` or whose loss is a
     placeholder parameter (pure)."""
     return [name for name, body in class_bodies(source) if _TRADITIONAL.search(body) or _PLACEHOLDER_LOSS.search(body)]
-
-
-def tree_classes(source: str) -> list[str]:
-    """The classes of a Python source whose body sets `type = ModelType.DECISIONTREE` (pure)."""
-    return [name for name, body in class_bodies(source) if _TREE.search(body)]
 
 
 def unread_settings(model: str) -> frozenset[str]:

@@ -57,6 +57,18 @@ def model_sources() -> tuple[str, ...]:
     return tuple(sources)
 
 
+@functools.lru_cache(maxsize=None)
+def exlib_models() -> tuple[str, ...]:
+    """XGBoost and LightGBM, RecBole's gradient-boosted trees: they subclass their libraries' boosters, so
+    importing them needs the library; their names are read from exlib_recommender/__init__.py instead."""
+    recbole = recbole_dir()
+    try:
+        init = (recbole / "model" / "exlib_recommender" / "__init__.py").read_text() if recbole else ""
+    except OSError:
+        return ()
+    return tuple(sorted(re.findall(r"^from \S+ import (\w+)\s*$", init, re.M)))
+
+
 def class_bodies(source: str) -> list[tuple[str, str]]:
     """(name, text up to the next class) of each top-level class of a Python source (pure)."""
     heads = list(_CLASS.finditer(source))

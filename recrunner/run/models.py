@@ -10,6 +10,7 @@ import inspect
 import logging
 from dataclasses import dataclass
 
+from ..config.recbole_files import exlib_models
 from ..core.errors import ConfigError, EnvironmentProblem, failure_reason, one_line
 
 _MODEL_PACKAGES = (
@@ -35,19 +36,6 @@ def available_models() -> tuple[str, ...]:
             ):
                 names.add(name)
     return tuple(sorted(names))
-
-
-@functools.lru_cache(maxsize=None)
-def exlib_models() -> tuple[str, ...]:
-    """XGBoost and LightGBM subclass their libraries' boosters, so importing them needs the
-    library: their names are read from RecBole's exlib_recommender/__init__.py instead."""
-    import re
-    from pathlib import Path
-
-    import recbole
-
-    init = Path(recbole.__file__).parent / "model" / "exlib_recommender" / "__init__.py"
-    return tuple(sorted(re.findall(r"^from \S+ import (\w+)\s*$", init.read_text(), re.M)))
 
 
 @functools.lru_cache(maxsize=None)
