@@ -181,3 +181,22 @@ def test_report_works_on_a_partial_sweep_and_refuses_an_unknown_baseline(sweep, 
     assert "| BPR | " in markdown and "–" in markdown
     assert main(["report", str(sweep), "--baseline", "SASRec"]) == 2
     assert "baseline 'SASRec' is not in this sweep; models: Pop, BPR" in capsys.readouterr().err
+    for metrics in sweep.glob("*/Pop/*/metrics.json"):  # the first model failed: BPR is the baseline, said
+        metrics.write_text(json.dumps({**json.loads(metrics.read_text()), "status": "failed", "test": None}))
+    assert main(["report", str(sweep)]) == 0
+    assert "note: the baseline is BPR: Pop has test values in fewer cells" in capsys.readouterr().err
+    assert "## significance and effect sizes against BPR" in (sweep / "report" / "report.md").read_text()
+
+
+def test_the_default_baseline_is_the_first_model_that_can_be_compared():
+    from recrunner.report.build import default_baseline
+
+    def row(model, status="ok", **test):
+        return {"model": model, "dataset": "d", "status": status, **{f"test/{k}": v for k, v in test.items()}}
+
+    ranked = [row("Pop", **{"ndcg@10": 0.1}), row("BPR", **{"ndcg@10": 0.2})]
+    assert default_baseline(["Pop", "BPR"], ranked) == "Pop"  # the sweep's first model, as before
+    assert default_baseline(["Pop", "BPR"], [row("Pop", "failed"), ranked[1]]) == "BPR"
+    trees = [row("LightGBM", auc=0.75, logloss=0.58)] + [row(m, **{"ndcg@10": 0.1, "mrr@10": 0.1, "hit@10": 0.2})
+                                                           for m in ("BPR", "Pop")]
+    assert default_baseline(["LightGBM", "BPR", "Pop"], trees) == "BPR"  # other metrics: nothing to compare with

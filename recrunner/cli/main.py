@@ -77,6 +77,9 @@ def _report(args) -> int:
     report = build_report(args.sweep_dir, baseline=args.baseline, alpha=args.alpha, interval=args.interval)
     for path in write_report(report, args.out):
         print(path)
+    if args.baseline is None and report.baseline != report.models[0]:
+        print(f"note: the baseline is {report.baseline}: {report.models[0]} has test values in fewer cells "
+              f"(failed, unfinished or other metrics); --baseline MODEL chooses another", file=sys.stderr)
     for warning in unequal(budgets(report.rows)):
         print(f"warning: {warning}", file=sys.stderr)
     return 0

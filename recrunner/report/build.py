@@ -79,7 +79,7 @@ def build_report(sweep_dir: Path, baseline: str | None = None, alpha: float = 0.
         row.update({k: row["params"].get(k) for k in swept})
     models = _ordered(sweep_dir, rows, "model")
     datasets = _ordered(sweep_dir, rows, "dataset")
-    baseline = baseline or models[0]
+    baseline = baseline or default_baseline(models, rows)
     if baseline not in models:
         raise ConfigError(f"baseline {baseline!r} is not in this sweep; models: {', '.join(models)}")
     metrics = list(dict.fromkeys(k[5:] for r in rows for k in r if k.startswith("test/")))
@@ -91,6 +91,21 @@ def build_report(sweep_dir: Path, baseline: str | None = None, alpha: float = 0.
     report.flags = [flag for row in rows for flag in _flags(row)]
     report.significance = _significance(report)
     return report
+
+
+def default_baseline(models: list, rows: list) -> str:
+    """The first model, in the sweep's order, with test values in the most (dataset, metric) cells.
+
+    The sweep's first model is the usual baseline, but not when its runs failed or were cut short,
+    or when it reports other metrics (a boosted tree's AUC beside the rankers' NDCG): a baseline
+    nothing can be compared with would leave the significance table empty.
+    """
+    covered = {model: set() for model in models}
+    for row in rows:
+        if row["status"] == Status.OK:
+            covered[row["model"]].update((row["dataset"], key) for key, value in row.items()
+                                         if key.startswith("test/") and value is not None)
+    return max(models, key=lambda model: (len(covered[model]), -models.index(model)))
 
 
 def _ordered(sweep_dir, rows, key):
