@@ -127,5 +127,7 @@ def quiet_known_warnings() -> None:
     warnings.filterwarnings("ignore", category=FutureWarning, message=r".*Series\.agg cannot aggregate.*")
     # trainer.py builds torch.cuda.amp.GradScaler every epoch (deprecated name, same behaviour)
     warnings.filterwarnings("ignore", category=FutureWarning, message=r".*GradScaler.*deprecated.*")
+    # LightGCN, NGCF, SGL, KGAT and other graph models build their matrices with torch.sparse.FloatTensor
+    warnings.filterwarnings("ignore", category=UserWarning, message=r"torch\.sparse\.SparseTensor\(indices, values, shape")
     # XGBoostTrainer._train_at_once passes xgb.train its evals by position (xgboost >= 2 asks for a keyword)
     warnings.filterwarnings("ignore", category=FutureWarning, message=r"Pass `evals` as keyword args")
