@@ -200,3 +200,9 @@ def test_the_default_baseline_is_the_first_model_that_can_be_compared():
     trees = [row("LightGBM", auc=0.75, logloss=0.58)] + [row(m, **{"ndcg@10": 0.1, "mrr@10": 0.1, "hit@10": 0.2})
                                                            for m in ("BPR", "Pop")]
     assert default_baseline(["LightGBM", "BPR", "Pop"], trees) == "BPR"  # other metrics: nothing to compare with
+
+
+def test_a_p_value_that_underflowed_is_not_written_as_zero():
+    from recrunner.report.render import p_text
+
+    assert (p_text(0.0), p_text(4.12e-267), p_text(0.0312)) == ("< 1e-300", "4.12e-267", "0.0312")

@@ -66,6 +66,12 @@ def markdown(report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
+def p_text(p: float) -> str:
+    """A p-value in 3 significant digits; one below the smallest float scipy returns is "< 1e-300",
+    not 0 (the Wilcoxon test's normal approximation underflows for thousands of users)."""
+    return "< 1e-300" if p < 1e-300 else f"{p:.3g}"
+
+
 def _protocols(report: Report) -> list[str]:
     lines = ["## protocols", ""]
     for dataset in report.datasets:
@@ -88,7 +94,7 @@ def _significance_table(report: Report) -> list[str]:
     for (metric, dataset, model), c in sorted(report.significance.items()):
         relative = "–" if c.relative is None else f"{c.relative:+.1%}"
         lines.append(f"| {metric} | {dataset} | {model} | {c.difference:+.4f} [{c.low:+.4f}, {c.high:+.4f}] | "
-                     f"{relative} | {c.p:.3g} | {c.p_holm:.3g} | {'yes' if c.p_holm < report.alpha else 'no'} |")
+                     f"{relative} | {p_text(c.p)} | {p_text(c.p_holm)} | {'yes' if c.p_holm < report.alpha else 'no'} |")
     if not report.significance:
         lines.append("| – | – | – | – | – | – | – | no paired per-user results (test_per_user.npz) to compare |")
     return lines + [""]
