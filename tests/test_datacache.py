@@ -27,6 +27,9 @@ def test_history_windows_equal_recbole_s_row_by_row_fill(trailing):
     expected = _recbole_windows(source, ends, lengths, 8)
     assert torch.equal(compact.windows(source, ends, lengths, 8), expected)
     assert torch.equal(compact.windows(source.float(), ends, lengths, 8), expected.float())
+    from recrunner.data.window_rows import gather_windows  # a batch's windows, made where its tables are
+    assert torch.equal(gather_windows(source, ends, lengths, 8), expected)
+    assert torch.equal(gather_windows(source.double(), ends[:7], lengths[:7], 8), expected[:7].double())
 
 
 def test_locate_finds_each_row_even_among_duplicates():
@@ -155,12 +158,14 @@ def test_the_build_and_an_entry_give_back_exactly_what_recbole_built(kind, works
     assert isinstance(dataset.inter_feat.interaction, WindowedColumns) == windowed
     if windowed:  # the whole dataset's history lists were never made
         assert not any(name.endswith("_list") for name in dataset.inter_feat.interaction.made)
+    _assert_windowed_train(built, windowed)
     _assert_same_datasets((expected[0], *expected[1]), (dataset, *built), f"{kind}, built")
 
     path = workspace.output_dir / "entry"
     workspace.output_dir.mkdir(parents=True)
     size = datacache._write(path, datacache.description(config), dataset, built, base)
     back_dataset, back_built = datacache._read(path)
+    _assert_windowed_train(back_built, windowed)
     assert isinstance(back_dataset.inter_feat.interaction, WindowedColumns)  # columns made when read
     assert not back_dataset.inter_feat.interaction.made and len(back_dataset.inter_feat) == len(dataset.inter_feat)
     features = _assert_same_datasets((expected[0], *expected[1]), (back_dataset, *back_built), f"{kind}, entry")
@@ -175,6 +180,18 @@ def test_the_build_and_an_entry_give_back_exactly_what_recbole_built(kind, works
     if kind.startswith("sequential, augmented"):  # the histories are rebuilt, not stored
         header = entry.read_header(path)
         assert header["stored_whole"] == [] and size < 0.2 * _pickled_size(*expected)
+
+
+def _assert_windowed_train(built, windowed):
+    """A sequential train's history lists are windows, none made (data/window_rows.py); valid and
+    test are plain Interactions."""
+    from recrunner.data.augmentation import WindowedColumns
+
+    train, *evaluation = (part.inter_feat.interaction for part in built)
+    assert isinstance(train, WindowedColumns) == windowed
+    if windowed:
+        assert not any(name.endswith("_list") for name in train.made)
+    assert all(type(columns) is dict for columns in evaluation)
 
 
 WINDOWED = {  # name -> (model, settings): RecBole's augmentation and split, done by seams.augmentation

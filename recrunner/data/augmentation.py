@@ -9,11 +9,11 @@
 | that user's previous <= MAX_ITEM_LIST_LENGTH values,  | it is first read; the lists by `compact.windows` |
 | zero-padded, filled one row at a time in Python       | (tested equal to RecBole's fill)                 |
 | (about 25 s per million interactions)                 |                                                  |
-| `Dataset.build` sorts `inter_feat` by time, then      | sorting reorders the row indices; indexing makes |
-| indexes it into train, valid and test, while the      | only the selected rows, as plain Interactions:   |
-| whole dataset's lists are alive (12 GB at 20M         | the whole dataset's lists are never made unless  |
-| interactions and width 50: the build does not fit in  | something reads them                             |
-| 24 GiB)                                               |                                                  |
+| `Dataset.build` sorts `inter_feat` by time, then      | sorting reorders the row indices; the split      |
+| indexes it into train, valid and test, while the      | selects row indices too: train stays windows,    |
+| whole dataset's lists are alive (12 GB at 20M         | its lists made a batch at a time where the batch |
+| interactions and width 50: the build does not fit in  | is (data/window_rows.py); valid and test (a row  |
+| 24 GiB); train's lists are copies (12 GB more)        | per user) are made; the whole's lists never are  |
 | the whole dataset's `inter_feat`, after `build()`,    | the data cache stores it as its recipe and reads |
 | is only read for item ids (RepeatableSampler)         | it back as a WindowedInteraction (`from_recipe`) |
 
@@ -29,7 +29,7 @@ from collections.abc import MutableMapping
 import numpy as np
 import torch
 
-VALUE = "value"  # a column set on the Interaction: kept as it is
+from .compact import VALUE
 
 
 def build_split(dataset):
@@ -45,15 +45,27 @@ def build_split(dataset):
     def change_feat_format():  # what SequentialDataset.build -> Dataset.build calls first
         super(SequentialDataset, dataset)._change_feat_format()
         found["base"] = augment(dataset)
+        if isinstance(dataset.inter_feat.interaction, WindowedColumns):
+            dataset.inter_feat.split_keeps_windows = True  # the split's parts: windows too, nothing made
 
     dataset._change_feat_format = change_feat_format
     try:
         built = dataset.build()
     finally:
         del dataset._change_feat_format
-    for part in built:  # copies of `dataset`, made while it had the attribute
+        vars(dataset.inter_feat).pop("split_keeps_windows", None)
+    for i, part in enumerate(built):  # copies of `dataset`, made while it had the attribute
         vars(part).pop("_change_feat_format", None)
+        if i > 0 and isinstance(part.inter_feat.interaction, WindowedColumns):  # valid and test: plain, small
+            part.inter_feat = plain_interaction(part.inter_feat.interaction)
     return built, found["base"]
+
+
+def plain_interaction(columns):
+    """An Interaction holding `columns` (a mapping: each column made) as plain tensors."""
+    from recbole.data.interaction import Interaction
+
+    return Interaction(dict(columns.items()))
 
 
 def augment(dataset) -> dict[str, torch.Tensor]:
@@ -167,6 +179,13 @@ class WindowedColumns(MutableMapping):
         lengths = None if self.lengths is None else self.lengths[positions]
         return WindowedColumns(self.base, self.rows[positions], lengths, specs)
 
+    def as_rows(self):
+        """These columns as rows a batch is gathered from, its history lists made for its rows only
+        (`recrunner.seams.batch_tables.plain_tables` asks; data/window_rows.py)."""
+        from .window_rows import WindowRows
+
+        return WindowRows(self)
+
     def recipe(self):
         """These columns as a data cache recipe over `base` (data/compact.py: Recipe)."""
         from .compact import FULL, Recipe, TAKE
@@ -224,6 +243,8 @@ def _windowed_class():
                 return self.interaction[index]
             if isinstance(index, (int, np.integer)):
                 return Interaction({k: v[0] for k, v in self.interaction.select([int(index)]).items()})
+            if vars(self).get("split_keeps_windows"):  # RecBole's split (build_split): a part of windows
+                return windowed_interaction(self.interaction.select(_positions(index)))
             return Interaction(dict(self.interaction.select(_positions(index)).items()))
 
         def _reindex(self, index):  # sort() and shuffle() reorder through it

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 TAKE, WINDOW, LENGTHS, FULL = "take", "window", "lengths", "full"
+VALUE = "value"  # not a recipe's: a column set on a WindowedColumns (augmentation.py), kept as it is
 _BLOCK = 1 << 16  # rows per comparison when checking a history recipe
 _FILL_BLOCK = 1 << 18  # rows per block when making a history list column
 

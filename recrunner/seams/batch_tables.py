@@ -133,11 +133,17 @@ def _feature_rows(table) -> Rows | None:
 
 
 def plain_tables(dataset) -> Tables | None:
-    """A dataset's tables on the host, where its interactions and features are plain tensors (else None)."""
-    tables = [dataset.inter_feat, getattr(dataset, "user_feat", None), getattr(dataset, "item_feat", None)]
-    if not all(table is None or _plain(table) for table in tables):
+    """A dataset's tables on the host, where its features are plain tensors and its interactions too,
+    or rows that make their columns per batch (`as_rows`: a sequential training set's history lists,
+    recrunner/data/window_rows.py); else None."""
+    if not all(table is None or _plain(table) for table in (getattr(dataset, "user_feat", None),
+                                                            getattr(dataset, "item_feat", None))):
         return None
-    return Tables(dataset, Rows(dataset.inter_feat.interaction))
+    columns = dataset.inter_feat.interaction
+    if _plain(dataset.inter_feat):
+        return Tables(dataset, Rows(columns))
+    as_rows = getattr(columns, "as_rows", None)
+    return None if as_rows is None else Tables(dataset, as_rows())
 
 
 class Ragged:
