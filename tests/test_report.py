@@ -183,8 +183,11 @@ def test_report_works_on_a_partial_sweep_and_refuses_an_unknown_baseline(sweep, 
     assert "baseline 'SASRec' is not in this sweep; models: Pop, BPR" in capsys.readouterr().err
     for metrics in sweep.glob("*/Pop/*/metrics.json"):  # the first model failed: BPR is the baseline, said
         metrics.write_text(json.dumps({**json.loads(metrics.read_text()), "status": "failed", "test": None}))
+    for run in sweep.glob("ml-100k/BPR/*"):  # a third model to compare with (of two, either is as good)
+        copy = Path(shutil.copytree(run, sweep / "ml-100k" / "NeuMF" / run.name))
+        (copy / "metrics.json").write_text(json.dumps({**json.loads((copy / "metrics.json").read_text()), "model": "NeuMF"}))
     assert main(["report", str(sweep)]) == 0
-    assert "note: the baseline is BPR: Pop has test values in fewer cells" in capsys.readouterr().err
+    assert "note: the baseline is BPR: Pop can be compared on fewer cells" in capsys.readouterr().err
     assert "## significance and effect sizes against BPR" in (sweep / "report" / "report.md").read_text()
 
 
@@ -196,10 +199,13 @@ def test_the_default_baseline_is_the_first_model_that_can_be_compared():
 
     ranked = [row("Pop", **{"ndcg@10": 0.1}), row("BPR", **{"ndcg@10": 0.2})]
     assert default_baseline(["Pop", "BPR"], ranked) == "Pop"  # the sweep's first model, as before
-    assert default_baseline(["Pop", "BPR"], [row("Pop", "failed"), ranked[1]]) == "BPR"
+    assert default_baseline(["Pop", "BPR", "NeuMF"], [row("Pop", "failed"), ranked[1], row("NeuMF", **{"ndcg@10": 0.3})]) == "BPR"
     trees = [row("LightGBM", auc=0.75, logloss=0.58)] + [row(m, **{"ndcg@10": 0.1, "mrr@10": 0.1, "hit@10": 0.2})
                                                            for m in ("BPR", "Pop")]
     assert default_baseline(["LightGBM", "BPR", "Pop"], trees) == "BPR"  # other metrics: nothing to compare with
+    more = [row("Pop", **{"ndcg@10": 0.1}), row("BPR", **{"ndcg@10": 0.2, "gauc": 0.8}), row("NeuMF", **{"ndcg@10": 0.2})]
+    assert default_baseline(["Pop", "BPR", "NeuMF"], more) == "Pop"  # a metric only BPR has compares with nothing
+    assert default_baseline(["Pop", "BPR", "NeuMF"], [row("Pop", **{"ndcg@10": 0.1})] + more[1:2]) == "Pop"  # of two, the first
 
 
 def test_a_p_value_that_underflowed_is_not_written_as_zero():

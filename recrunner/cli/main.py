@@ -78,7 +78,7 @@ def _report(args) -> int:
     for path in write_report(report, args.out):
         print(path)
     if args.baseline is None and report.baseline != report.models[0]:
-        print(f"note: the baseline is {report.baseline}: {report.models[0]} has test values in fewer cells "
+        print(f"note: the baseline is {report.baseline}: {report.models[0]} can be compared on fewer cells "
               f"(failed, unfinished or other metrics); --baseline MODEL chooses another", file=sys.stderr)
     for warning in unequal(budgets(report.rows)):
         print(f"warning: {warning}", file=sys.stderr)

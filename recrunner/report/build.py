@@ -94,18 +94,21 @@ def build_report(sweep_dir: Path, baseline: str | None = None, alpha: float = 0.
 
 
 def default_baseline(models: list, rows: list) -> str:
-    """The first model, in the sweep's order, with test values in the most (dataset, metric) cells.
+    """The first model, in the sweep's order, that can be compared with the others on the most
+    (dataset, test metric) cells, summed over the other models (pure).
 
     The sweep's first model is the usual baseline, but not when its runs failed or were cut short,
     or when it reports other metrics (a boosted tree's AUC beside the rankers' NDCG): a baseline
-    nothing can be compared with would leave the significance table empty.
+    nothing can be compared with would leave the significance table empty. A model with metrics
+    no other has gains nothing by them.
     """
     covered = {model: set() for model in models}
     for row in rows:
         if row["status"] == Status.OK:
             covered[row["model"]].update((row["dataset"], key) for key, value in row.items()
                                          if key.startswith("test/") and value is not None)
-    return max(models, key=lambda model: (len(covered[model]), -models.index(model)))
+    shared = {model: sum(len(covered[model] & covered[other]) for other in models if other != model) for model in models}
+    return max(models, key=lambda model: (shared[model], -models.index(model)))
 
 
 def _ordered(sweep_dir, rows, key):
