@@ -29,7 +29,7 @@ from collections.abc import MutableMapping
 import numpy as np
 import torch
 
-from .compact import VALUE
+from .compact import VALUE, WINDOW
 
 
 def build_split(dataset):
@@ -54,18 +54,25 @@ def build_split(dataset):
     finally:
         del dataset._change_feat_format
         vars(dataset.inter_feat).pop("split_keeps_windows", None)
-    for i, part in enumerate(built):  # copies of `dataset`, made while it had the attribute
-        vars(part).pop("_change_feat_format", None)
-        if i > 0 and isinstance(part.inter_feat.interaction, WindowedColumns):  # valid and test: plain, small
-            part.inter_feat = plain_interaction(part.inter_feat.interaction)
+    for part, interaction in zip(built, settled([part.inter_feat for part in built])):
+        vars(part).pop("_change_feat_format", None)  # copies of `dataset`, made while it had the attribute
+        part.inter_feat = interaction
     return built, found["base"]
 
 
-def plain_interaction(columns):
-    """An Interaction holding `columns` (a mapping: each column made) as plain tensors."""
+def settled(split: list) -> list:
+    """The split's interactions (train, valid, test) as a run keeps them, from the build or the data
+    cache: train as windows where it has history lists (data/window_rows.py makes them a batch at a
+    time), the others made (a row per user)."""
     from recbole.data.interaction import Interaction
 
-    return Interaction(dict(columns.items()))
+    def windowed(part) -> bool:
+        columns = part.interaction
+        return isinstance(columns, WindowedColumns) and any(how[0] == WINDOW for how in columns.specs.values())
+
+    return [part if i == 0 and windowed(part) else
+            part if type(part.interaction) is dict else Interaction(dict(part.interaction.items()))
+            for i, part in enumerate(split)]
 
 
 def augment(dataset) -> dict[str, torch.Tensor]:

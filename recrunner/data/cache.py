@@ -40,13 +40,13 @@ import numpy as np
 
 from ..core.errors import DataError, one_line
 from ..core.files import file_lock
-from .augmentation import WindowedColumns, build_split, from_recipe
+from .augmentation import WindowedColumns, build_split, from_recipe, settled
 from ..seams.dataset import dataset_class_name, history_columns, reuse_built
 from ..seams.loaders import batch_loaders, vectorise_loaders
 from ..seams.negatives import NO_NEGATIVES, draw_with_torch
 from ..seams.replay import replay_batches
 from . import entry
-from .compact import WINDOW, describe, rebuild
+from .compact import describe
 from .describe import check_split, too_little
 from .placement import free_memory, place_tables, replay_limit, run_device, small_evaluation_batches, wider_full_sort
 
@@ -226,24 +226,12 @@ def _read(path: Path):
     try:
         _, payload, arrays = entry.read(path)
         base, recipes = _loads(payload["tables"], arrays)
-        # the whole dataset's columns, and a sequential train's (data/window_rows.py): made only if read
-        parts = [from_recipe(recipe, base) if i == 0 or (i == 1 and windowed(recipe)) else
-                 _interaction(rebuild(recipe, base)) for i, recipe in enumerate(recipes)]
+        whole, *split = (from_recipe(recipe, base) for recipe in recipes)  # columns made only if read
+        parts = [whole, *settled(split)]
         return _loads(payload["objects"], arrays, parts=parts)
     except Exception as exc:  # a damaged entry is rebuilt, never trusted
         logger.warning(f"data cache: {path.name} is unreadable ({one_line(exc)[:120]}); rebuilding it")
         return None
-
-
-def windowed(recipe) -> bool:
-    """Whether a part's recipe makes history lists (a sequential dataset's): kept as windows then."""
-    return any(how[0] == WINDOW for how in recipe.columns.values())
-
-
-def _interaction(columns):
-    from recbole.data.interaction import Interaction
-
-    return Interaction(columns)
 
 
 class _Pickler(pickle.Pickler):
