@@ -1,10 +1,12 @@
-"""What a sweep prints: one line per finished cell (pure)."""
+"""What a sweep prints: one line per finished cell (pure but for `progress_line`'s record of warnings shown)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from ..core.layout import RunPaths
+from ..run.convergence import UNDER_TRAINED
 from ..run.record import Status, device_text
 from ..run.result import RunResult
 from .planning import PlannedCell
@@ -26,6 +28,25 @@ def cell_line(item: PlannedCell, result: RunResult) -> str:
     done += f" on {device_text(result.device)}" if result.device and not result.skipped else ""
     notes = "".join(f"\n        warning: {warning}" for warning in result.warnings)
     return f"ok      {what} ({done}): test {test} -> {run_dir}" + notes
+
+
+def progress_line(item: PlannedCell, result: RunResult, done: int, total: int, durations: list[float],
+                  workers: int, warned: set[str]) -> str:
+    """A finished cell's line with the sweep's progress and ETA; a warning shown before is left out unless
+    it says the run may be under-trained (`warned`: the warnings shown so far, updated)."""
+    fresh = tuple(w for w in result.warnings if w.startswith(UNDER_TRAINED) or w not in warned)
+    warned.update(result.warnings)
+    eta = eta_text(durations, max(0, total - done), workers)
+    return f"[{done}/{total}{eta}] " + cell_line(item, replace(result, warnings=fresh))
+
+
+def refusal_line(cell_id: str, decision: str, error: str | None) -> str | None:
+    """The line for a cell the record would not let this sweep run (record.decide), if it needs one (pure)."""
+    if decision == "busy":
+        return f"busy    {cell_id}: running in another sweep process; left to it"
+    if decision == "failed":
+        return f"FAILED  {cell_id}: {error} (out of retries; --retries N to try again)"
+    return None
 
 
 def _short(value):

@@ -1,7 +1,8 @@
 """Where cells run: here (one at a time), in fresh local processes (--workers N), or on Ray.
 
 Every executor has the same small interface the sweep loop drives:
-`free_slots()`, `submit(key, task)`, `wait(timeout) -> [(key, result)]`, `stop()`.
+`free_slots()`, `submit(key, task)`, `wait(timeout) -> [(key, result)]`, `running()`,
+`resident() -> {key: MiB}` (the running cells' memory, where the executor can see it), `stop()`.
 Local workers and Ray tasks get a fresh process per cell, so no global state (RecBole's logger,
 seeds, CUDA caches) passes from one cell to the next; local ones are forked from a server that has
 already imported what a run needs (sweep/preload.py), so a cell starts in a fraction of a second.
@@ -17,6 +18,7 @@ from . import forkserver
 from ..core.errors import ConfigError
 from ..run.result import RunResult
 from .distributed import requested_processes
+from .memory import KILLED, resident_mb
 from .worker import Task, child_main, default_threads, on_gpu, ray_entry, run_task
 
 
@@ -39,6 +41,9 @@ class InProcess:
 
     def running(self) -> list:
         return []
+
+    def resident(self) -> dict:
+        return {}
 
     def stop(self) -> None:
         pass
@@ -94,6 +99,11 @@ class LocalProcesses:
 
     def running(self) -> list:
         return list(self.active)
+
+    def resident(self) -> dict:
+        """Each running cell's resident memory in MiB, its process tree's (sweep/memory.py)."""
+        found = {key: resident_mb(process.pid) for key, (process, _, _) in self.active.items()}
+        return {key: mb for key, mb in found.items() if mb is not None}
 
     def stop(self) -> None:
         """SIGTERM every worker (each records its run as interrupted), then make sure they are gone."""
@@ -159,6 +169,9 @@ class RayCluster:
     def running(self) -> list:
         return list(self.active.values())
 
+    def resident(self) -> dict:
+        return {}  # Ray places its tasks by its own memory resource
+
     def stop(self) -> None:
         for ref in list(self.active):
             self.ray.cancel(ref, force=True)
@@ -188,10 +201,10 @@ def cell_threads(options) -> int | None:
 
 def died(exitcode: int | None) -> str:
     """The reason a worker process ended without a result (pure)."""
+    if exitcode == -signal.SIGKILL:
+        return f"{KILLED} (out of memory? the kernel's OOM killer sends SIGKILL)"
     if exitcode is not None and exitcode < 0:
-        name = signal.Signals(-exitcode).name
-        hint = " (out of memory? the kernel's OOM killer sends SIGKILL)" if exitcode == -signal.SIGKILL else ""
-        return f"worker process killed by {name}{hint}"
+        return f"worker process killed by {signal.Signals(-exitcode).name}"
     return f"worker process exited with code {exitcode} without a result"
 
 

@@ -12,19 +12,19 @@ rate that keeps their cost under 2% of the sweep's time, and at its end (sweep/t
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..run.convergence import UNDER_TRAINED
 from ..core.errors import RunInterrupted, is_usage_error
 from ..run.experiment import Workspace
 from ..core.layout import OutputPaths
 from ..run.record import RunRecord, Status
 from ..run.result import RunResult
-from .console import cell_line, eta_text, summary_line
+from .console import cell_line, progress_line, refusal_line, summary_line
 from .executors import cell_threads, executor_for
 from .grid import swept_parameters
+from .memory import SAMPLE_EVERY, Admission, recorded_peak_mb
 from .planning import PlannedCell, dispatch_order
 from .record import SweepRecord
 from .tables import SweepTables
@@ -93,6 +93,7 @@ class _Sweep:
         self.warned: set[str] = set()  # protocol warnings already shown: once per sweep, not per cell
         self.total = len(planned)
         self.tables = SweepTables(name, self.paths, workspace.output_dir)
+        self.admission = Admission(lambda cell_id: (self.by_id[cell_id].cell.dataset, self.by_id[cell_id].cell.model), out)
 
     # ---------------------------------------------------------------- the loop
     def run(self) -> SweepSummary:
@@ -121,17 +122,20 @@ class _Sweep:
                 while executor.free_slots() > 0 and not self.summary.interrupted:
                     if not queue:
                         queue += self._ask(executor.free_slots())
-                    if not queue:
-                        break
-                    self._dispatch(queue.pop(0), executor)
+                    index = self.admission.next(queue, executor.running()) if queue else None
+                    if index is None:
+                        break  # nothing queued, or nothing that fits in memory beside the running cells
+                    self._dispatch(queue.pop(index), executor)
                     dispatched += 1
-                finished = executor.wait(timeout=min(5.0, self.options.heartbeat_every))
+                finished = executor.wait(timeout=min(SAMPLE_EVERY, self.options.heartbeat_every))
+                self.admission.watch(executor.resident(), executor.running())
                 for cell_id, result in finished:
                     self._finish(cell_id, result, queue)
                 if not (dispatched or finished or queue or executor.running()):
                     break  # the search has nothing to give and nothing runs here (trials owned elsewhere)
                 if time.monotonic() - last_beat >= self.options.heartbeat_every:
-                    self._heartbeat(executor.running())
+                    for cell_id in executor.running():
+                        self.record.append(cell_id, "heartbeat")
                     last_beat = time.monotonic()
                 if self.summary.interrupted:
                     break
@@ -164,6 +168,7 @@ class _Sweep:
             previous = None if self.options.restart else RunRecord.read(item.run_dir)
             if previous is not None and previous.status.finished:
                 self.summary.count("skipped")
+                self.admission.book.learn((item.cell.dataset, item.cell.model), recorded_peak_mb(previous.device))
                 if item.cell_id in known and not known[item.cell_id].state.finished:
                     self.record.append(item.cell_id, previous.status)  # killed between the run's end and its line
                 continue
@@ -178,15 +183,13 @@ class _Sweep:
         decision = self.record.claim(cell_id, stale_after=self.options.stale_after, retries=self.options.retries,
                                      finished_on_disk=finished_on_disk)
         if decision not in ("run", "reclaim"):
+            error = self.record.states()[cell_id].error if decision == "failed" else None
             if decision == "failed":
-                self.summary.count_failure(self.record.states()[cell_id].error)
+                self.summary.count_failure(error)
             else:
                 self.summary.count("busy" if decision == "busy" else "skipped")
-            if decision == "busy":
-                self.out(f"busy    {cell_id}: running in another sweep process; left to it")
-            elif decision == "failed":
-                error = self.record.states()[cell_id].error
-                self.out(f"FAILED  {cell_id}: {error} (out of retries; --retries N to try again)")
+            if refusal_line(cell_id, decision, error):
+                self.out(refusal_line(cell_id, decision, error))
             return
         if decision == "reclaim":
             self.out(f"reclaim {cell_id}: its worker is gone; resuming from its last.pth")
@@ -195,6 +198,12 @@ class _Sweep:
                                       threads=cell_threads(self.options), restart=self.options.restart, trial=item.trial))
 
     def _finish(self, cell_id, result, queue):
+        alone = self.admission.ended(cell_id, result.error, result.device)
+        if alone:  # the OOM killer's SIGKILL beside other cells: not the cell's failure
+            self.record.append(cell_id, Status.INTERRUPTED, error=alone, seconds=result.seconds)
+            self.out(f"alone   {cell_id}: {alone}")
+            queue.insert(0, cell_id)
+            return
         status = result.status
         self.record.append(cell_id, status, error=result.error, seconds=result.seconds)
         if status is Status.INTERRUPTED:
@@ -217,7 +226,8 @@ class _Sweep:
         self.tables.forget(self.by_id[cell_id].run_dir)
         if self.tables.due():
             self._write_tables(full=False)  # each run has added its own HParams row
-        self.out(self._progress_line(cell_id, result))
+        self.out(progress_line(self.by_id[cell_id], result, sum(self.summary.counts.values()), self.total,
+                               self.durations, self.options.workers, self.warned))
 
     def _search_has_more(self) -> bool:
         return self.search is not None and not self.summary.interrupted and not self.search.exhausted()
@@ -263,18 +273,7 @@ class _Sweep:
                 self.by_id[item.cell_id] = item
         self.swept = swept_parameters(p.cell for p in self.planned)
 
-    def _heartbeat(self, running):
-        for cell_id in running:
-            self.record.append(cell_id, "heartbeat")
-
     # ---------------------------------------------------------------- helpers
     def _write_tables(self, full: bool = True):
         self.tables.write(self.planned, self.swept, full=full)
         self.summary.results_md = self.tables.results_md
-
-    def _progress_line(self, cell_id, result) -> str:
-        done = sum(self.summary.counts.values())
-        fresh = tuple(w for w in result.warnings if w.startswith(UNDER_TRAINED) or w not in self.warned)
-        self.warned.update(result.warnings)
-        eta = eta_text(self.durations, max(0, self.total - done), self.options.workers)
-        return f"[{done}/{self.total}{eta}] " + cell_line(self.by_id[cell_id], replace(result, warnings=fresh))
