@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from recrunner.sweep.memory import (Admission, MemoryBook, Running, admits, available_mb, recorded_peak_mb,
-                                    resident_mb)
+from recrunner.sweep.memory import (Admission, MemoryBook, Running, admits, available_mb, memory_failure,
+                                    recorded_peak_mb, resident_mb)
+
+from recrunner.training.callbacks.history import read_history
 
 from .conftest import REPO
 from .test_sweep import TINY_GRID, _args, _grid_file, _mid_training, _rows, _run_logs, _starts
@@ -82,6 +84,34 @@ def test_a_cell_killed_beside_others_runs_again_alone_once_and_nothing_starts_be
     assert admission.ended("b", "ValueError: x", None) is None
 
 
+@pytest.mark.parametrize("error, expected", [
+    (KILLED, "host"),
+    ("MemoryError: Unable to allocate 3.00 GiB for an array with shape (20033, 20033)", "host"),
+    ("OutOfMemory: cpu ran out of memory training BPR at train_batch_size 2048 (peak 514 MiB RSS): ...", "host"),
+    ("OutOfMemory: cuda:0 ran out of memory training SASRec at train_batch_size 2048 (peak 74.1 GiB of 79.6 GiB)", "gpu"),
+    ("OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "gpu"),
+    ("worker process killed by SIGSEGV", None),
+    ("ValueError: training loss became nan", None),
+    (None, None),
+])
+def test_which_memory_a_cell_ran_out_of_is_read_from_its_recorded_reason(error, expected):
+    assert memory_failure(error) == expected
+
+
+def test_out_of_memory_beside_others_runs_alone_only_for_the_memory_they_shared():
+    kinds = {cell: ("ml-1m", "SASRec") for cell in "abcd"}
+    admission = Admission(kinds.__getitem__, print, available=lambda: 1e9)
+    admission.watch({}, ["a", "b", "c"], gpus={"a": (0,), "b": (0,), "c": (1,)})
+    gpu_oom = "OutOfMemory: cuda:1 ran out of memory training SASRec at train_batch_size 2048 (...)"
+    assert admission.ended("c", gpu_oom, None) is None  # alone on GPU 1: running alone would not help
+    assert admission.ended("a", gpu_oom.replace("cuda:1", "cuda:0"), None) == (
+        "ran out of GPU memory while other cells shared its GPU; it runs again alone, resuming from its last.pth "
+        "if it saved one")
+    assert admission.ended("b", "MemoryError: Unable to allocate 3.00 GiB", None).startswith(
+        "ran out of memory while other cells ran; it runs again alone")
+    assert admission.ended("d", "MemoryError: x", None) is None  # never seen beside another
+
+
 def test_available_memory_is_meminfos_or_less_under_a_cgroup_limit_of_this_process_or_above_it(tmp_path):
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal:       24683520 kB\nMemAvailable:   20480000 kB\n")
@@ -144,26 +174,26 @@ def test_a_cell_sigkilled_beside_another_runs_again_alone_and_the_sweep_ends_ok(
     while time.time() < deadline and proc.poll() is None and len(training) < 2:  # both cells in their epochs
         time.sleep(0.05)
         training = [p.parent for p in sweep_dir.rglob("metrics.json") if _mid_training(p.parent, epochs=8)]
+    assert len(training) == 2, proc.communicate()
     victim = training[0]
     for pid in _holding(victim / "run.log"):  # its worker process: as the OOM killer would
         os.kill(pid, signal.SIGKILL)
 
     out, err = proc.communicate(timeout=300)
 
-    assert proc.returncode == 0, err[-3000:]
+    assert proc.returncode == 0, out + err[-3000:]
     cell = "/".join(victim.relative_to(sweep_dir).parts)
     assert (f"alone   {cell}: killed by SIGKILL while other cells ran (out of memory?); it runs again alone, "
-            "resuming from its last.pth if it saved one") in out
-    assert "2 ok, 0 failed" in out and {row["status"] for row in _rows(sweep_dir)} == {"ok"}
+            "resuming from its last.pth if it saved one") in out, out
+    assert "2 ok, 0 failed" in out and {row["status"] for row in _rows(sweep_dir)} == {"ok"}, out
     lines = [json.loads(line) for line in (sweep_dir / "sweep.jsonl").read_text().splitlines()]
     mine = [line["state"] for line in lines if line["cell"] == cell and line["state"] != "heartbeat"]
-    assert mine == ["pending", "running", "interrupted", "running", "ok"]
+    assert mine == ["pending", "running", "interrupted", "running", "ok"], lines
     other_ended = next(line["t"] for line in lines if line["cell"] != cell and line["state"] == "ok")
     again = [line["t"] for line in lines if line["cell"] == cell and line["state"] == "running"][1]
     assert again >= other_ended  # alone: only once the other cell had finished
     assert _starts(_run_logs(sweep_dir)[victim / "run.log"]) == 2  # resumed, its epochs each once
-    epochs = [json.loads(line)["epoch"] for line in (victim / "history.jsonl").read_text().splitlines()]
-    assert epochs == list(range(-1, 8))
+    assert [row["epoch"] for row in read_history(victim / "history.jsonl")] == list(range(-1, 8))
 
 
 def _holding(path: Path) -> list[int]:

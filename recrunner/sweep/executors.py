@@ -2,7 +2,8 @@
 
 Every executor has the same small interface the sweep loop drives:
 `free_slots()`, `submit(key, task)`, `wait(timeout) -> [(key, result)]`, `running()`,
-`resident() -> {key: MiB}` (the running cells' memory, where the executor can see it), `stop()`.
+`resident() -> {key: MiB}` and `gpus() -> {key: GPU ids}` (the running cells' memory and GPUs, where
+the executor can see them), `stop()`.
 Local workers and Ray tasks get a fresh process per cell, so no global state (RecBole's logger,
 seeds, CUDA caches) passes from one cell to the next; local ones are forked from a server that has
 already imported what a run needs (sweep/preload.py), so a cell starts in a fraction of a second.
@@ -43,6 +44,9 @@ class InProcess:
         return []
 
     def resident(self) -> dict:
+        return {}
+
+    def gpus(self) -> dict:
         return {}
 
     def stop(self) -> None:
@@ -99,6 +103,10 @@ class LocalProcesses:
 
     def running(self) -> list:
         return list(self.active)
+
+    def gpus(self) -> dict:
+        """Each running cell's GPUs, where it has some."""
+        return {key: tuple(gpu) for key, (_, _, gpu) in self.active.items() if gpu}
 
     def resident(self) -> dict:
         """Each running cell's resident memory in MiB, its process tree's (sweep/memory.py)."""
@@ -171,6 +179,9 @@ class RayCluster:
 
     def resident(self) -> dict:
         return {}  # Ray places its tasks by its own memory resource
+
+    def gpus(self) -> dict:
+        return {}
 
     def stop(self) -> None:
         for ref in list(self.active):

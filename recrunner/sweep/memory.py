@@ -10,8 +10,10 @@ cells on a 24 GiB machine the kernel's OOM killer SIGKILLs one. So the sweep
 - **admits** a cell beside running ones only where its kind's need fits into the memory the machine
   has available now, less what the running cells are still expected to grow by (`admits`, pure). A
   kind not measured yet starts (its first cell is how it gets measured); a cell alone always starts;
-- **runs alone** a cell that was SIGKILLed while other cells ran: once more, with no other cell
-  beside it, resuming from its last checkpoint, instead of failing it (`SweepRecord` says
+- **runs alone** a cell that ran out of memory other cells shared with it: SIGKILLed while other cells
+  ran (the OOM killer's way), a MemoryError or recrunner's out-of-memory failure on the CPU beside
+  other cells, CUDA's beside other cells on its GPU (`--gpus 0,0`). It runs once more with no other
+  cell beside it, resuming from its last checkpoint, instead of failing (the sweep record says
   interrupted, so `--retries` is not spent on it).
 
 The machine's available memory is /proc/meminfo's MemAvailable, or less where the sweep's cgroup
@@ -103,7 +105,7 @@ class Admission:
         self.kind, self.out, self.available = kind, out, available
         self.book = MemoryBook()
         self.alone: set[str] = set()     # cells that run with no other beside them
-        self.company: set[str] = set()   # cells seen running beside another
+        self.company: dict[str, set] = {}  # cell -> what it was seen sharing: "host" (any other cell), "gpu" (its GPU)
         self.told: set[tuple] = set()    # kinds whose wait was announced
 
     def next(self, queue: list[str], running: list[str]) -> int | None:
@@ -121,23 +123,29 @@ class Admission:
             self._tell_wait(cell, need, free, seen)
         return None
 
-    def watch(self, resident: dict[str, float], running: list[str]) -> None:
-        """A sample of the running cells' resident memory (MiB)."""
+    def watch(self, resident: dict[str, float], running: list[str], gpus: dict[str, tuple] | None = None) -> None:
+        """A sample of the running cells' resident memory (MiB); `gpus`: each one's GPUs, where it has some."""
         self.book.sample(resident)
         if len(running) > 1:
-            self.company.update(running)
+            gpus = gpus or {}
+            for cell in running:
+                shared = self.company.setdefault(cell, set())
+                shared.add("host")
+                if any(set(gpus.get(cell, ())) & set(gpus.get(other, ())) for other in running if other != cell):
+                    shared.add("gpu")
 
     def ended(self, cell: str, error: str | None, device: dict | None) -> str | None:
-        """A cell's end, its peak learnt; where it was SIGKILLed beside other cells for the first time,
-        why it runs again alone (the caller queues it first), else None."""
+        """A cell's end, its peak learnt; where it ran out of memory that other cells shared with it, for the
+        first time, why it runs again alone (the caller queues it first), else None."""
         self.book.ended(cell, self.kind(cell), device)
-        beside = cell in self.company
-        self.company.discard(cell)
-        if not (error or "").startswith(KILLED) or not beside or cell in self.alone:
+        cause, shared = memory_failure(error), self.company.pop(cell, set())
+        if cause is None or cause not in shared or cell in self.alone:
             return None
         self.alone.add(cell)
-        return ("killed by SIGKILL while other cells ran (out of memory?); it runs again alone, resuming from its "
-                "last.pth if it saved one")
+        why = ("killed by SIGKILL while other cells ran (out of memory?)" if error.startswith(KILLED) else
+               "ran out of GPU memory while other cells shared its GPU" if cause == "gpu" else
+               "ran out of memory while other cells ran")
+        return f"{why}; it runs again alone, resuming from its last.pth if it saved one"
 
     def _tell_wait(self, cell: str, need: float, free: float | None, running: list[Running]) -> None:
         if self.kind(cell) in self.told:
@@ -146,6 +154,19 @@ class Admission:
         growth, count = growth_mb(running), len(running)
         self.out(f"memory  {cell}: waits for {_gib(need)} (its kind's measured peak): {_gib(free or 0)} available, "
                  f"{_gib(growth)} of it still to be taken by the {count} running cell{'s' * (count != 1)}")
+
+
+def memory_failure(error: str | None) -> str | None:
+    """Which memory a failed cell ran out of, from its recorded reason (pure): "host" (SIGKILL, the OOM
+    killer's way; a MemoryError; recrunner's OutOfMemory on the CPU), "gpu" (CUDA's), else None."""
+    if not error:
+        return None
+    if error.startswith((KILLED, "MemoryError")):
+        return "host"
+    lower = error.lower()
+    if "out of memory" not in lower:
+        return None
+    return "gpu" if "cuda" in lower else "host"
 
 
 def _gib(mb: float) -> str:

@@ -128,7 +128,7 @@ class _Sweep:
                     self._dispatch(queue.pop(index), executor)
                     dispatched += 1
                 finished = executor.wait(timeout=min(SAMPLE_EVERY, self.options.heartbeat_every))
-                self.admission.watch(executor.resident(), executor.running())
+                self.admission.watch(executor.resident(), executor.running(), executor.gpus())
                 for cell_id, result in finished:
                     self._finish(cell_id, result, queue)
                 if not (dispatched or finished or queue or executor.running()):
