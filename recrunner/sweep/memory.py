@@ -16,8 +16,8 @@ cells on a 24 GiB machine the kernel's OOM killer SIGKILLs one. So the sweep
   cell beside it, resuming from its last checkpoint, instead of failing (the sweep record says
   interrupted, so `--retries` is not spent on it).
 
-The machine's available memory is /proc/meminfo's MemAvailable, or less where the sweep's cgroup
-(a container, a Slurm job) has a smaller limit. Ray places its own tasks (its memory resource), and
+The machine's available memory is /proc/meminfo's MemAvailable, or less where this process's memory
+cgroup or one above it (a container, a Slurm job) has a limit closer to its usage. Ray places its own tasks (its memory resource), and
 one cell at a time needs none of this.
 """
 
@@ -98,7 +98,7 @@ class MemoryBook:
 
 class Admission:
     """The sweep loop's side: which queued cell starts now, what the running ones take, and whether a
-    cell that was SIGKILLed runs again alone. `kind`: a cell id's (dataset, model)."""
+    cell that ran out of memory runs again alone. `kind`: a cell id's (dataset, model)."""
 
     def __init__(self, kind: Callable[[str], tuple], out: Callable[[str], None] = print,
                  available: Callable[[], float | None] = lambda: available_mb()):
