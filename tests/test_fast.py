@@ -233,6 +233,22 @@ def test_accelerated_methods_keep_the_weights_names_train_in_bf16_and_score_in_f
     assert accelerate(model, FastPlan("bf16")) == []  # once only
 
 
+def test_a_bf16_loss_casts_the_weights_it_reads_at_each_call_not_the_casts_of_an_earlier_call():
+    """The epoch calls the loss inside RecBole's autocast (disabled, loop/epoch.py), so autocast's cache of
+    casts would last the whole step: a step recorded as CUDA graphs then replayed its warm-up's casts of
+    the weights, stale and freed (an illegal memory access on an H200)."""
+    model = _Scorer()
+    accelerate(model, FastPlan("bf16", compile=False))
+    x = torch.randn(5, 4)
+    with torch.autocast("cpu", enabled=False):  # as the epoch calls it; the warm-up passes and the recording inside
+        before = model.calculate_loss(x)
+        with torch.no_grad():
+            model.linear.weight.mul_(2)
+        after = model.calculate_loss(x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert after.item() == model.linear(x).pow(2).mean().item() != before.item()
+
+
 class _Dropping(torch.nn.Module):
     def __init__(self):
         super().__init__()

@@ -127,8 +127,9 @@ class FastMethod:
     def _precision(self, args):
         if self.plan.dtype is None or self.scoring:  # scores in fp32: bf16/fp16 scores tie (docs/fast.md)
             return contextlib.nullcontext()
-        device = _device_of(args)
-        return torch.autocast(device_type=device, dtype=self.plan.dtype)
+        # no cast kept between calls: a step recorded as CUDA graphs (loop/graphs.py) would replay the casts
+        # of its warm-up's weights, freed when the step ends (an H200 read freed memory, 2026-11-30)
+        return torch.autocast(device_type=_device_of(args), dtype=self.plan.dtype, cache_enabled=False)
 
     def _settings(self):
         """The compiler's settings for this method's calls only (each is process-wide in torch):
