@@ -87,8 +87,9 @@ def method_alone(model, method: str, loader, max_batches: int) -> tuple[float, f
 
         loader.set_mode(KGDataLoaderState.RSKG)
     theirs_s, ours_s = [], []
+    device = next(model.parameters()).device
     for batch in _FirstBatches(loader, max_batches):
-        args = ARGUMENTS[method](model, batch)
+        args = ARGUMENTS[method](model, batch.to(device))  # as the epoch moves it (KGNNLS's lookups need it there)
         theirs_s.append(_timed(lambda: recboles(model, *args)))
         ours_s.append(_timed(lambda: ours(*args)))
         for expected, got in zip(_tensors(_seeded(lambda: recboles(model, *args))), _tensors(_seeded(lambda: ours(*args))),

@@ -513,6 +513,9 @@ def cells(check: Check) -> dict:
         times[name] = time.perf_counter() - start if code == 0 else None
         record = check.out / "runs" / sweep / "sweep.jsonl"
         spans[name] = cells_span(record.read_text().splitlines()) if code == 0 and record.is_file() else None
+    cut = {name: check.cut(f"cells-{name}") for name in times}
+    if any(cut.values()):  # the budget stopped a sweep (or never started it): not a failure of the code
+        return {f"4 cells, {name}": _stopped(cut[name]) if cut[name] else _s(seconds) for name, seconds in times.items()}
     one, both = times["one at a time"], times["at once"]
     ratio = f"{one / both:.2f}x the throughput" if one and both else "FAILED (see logs/)"
     rows = {"4 cells, one at a time": _s(one), "4 cells at once": f"{_s(both)} ({ratio})"}

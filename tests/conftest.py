@@ -142,16 +142,17 @@ def write_mini_dataset(data_path: Path) -> str:
 def trainer_and_data(workspace, model_name: str, params: dict, callbacks=()):
     """A CustomTrainer (the model's trainer class) and its data, built as RecBole's run_recbole does."""
     from recbole.data import create_dataset, data_preparation
-    from recbole.utils import get_model, init_seed
+    from recbole.utils import init_seed
 
     from recrunner import Experiment, prepare
+    from recrunner.seams.models import model_class  # get_model, and torch's anomaly detection off as a run has it
 
     prepared = prepare(Experiment(model_name, "ml-100k", params), workspace)
     config = prepared.config
     init_seed(config["seed"], config["reproducibility"])
     train, valid, test = data_preparation(config, create_dataset(config))
     init_seed(config["seed"], config["reproducibility"])
-    model = get_model(model_name)(config, train._dataset).to(config["device"])
+    model = model_class(model_name)(config, train._dataset).to(config["device"])
     return prepared.trainer_class(config, model, callbacks=callbacks), train, valid, test
 
 
@@ -161,6 +162,11 @@ def trainer_and_data(workspace, model_name: str, params: dict, callbacks=()):
 # (2e-8 relative) in the GPU check of 2026-11-27, a resumed BPR's 1.0e-9 from the uninterrupted run's in
 # that of 2026-11-29 (BENCHMARKS.md).
 LOSSES = {"rel": 1e-6, "abs": 0} if torch.cuda.is_available() else {"rel": 0, "abs": 0}
+
+
+def same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Two tensors equal to `LOSSES`: bit for bit on a CPU, to a GPU's run-to-run tolerance there."""
+    return a.dtype == b.dtype and a.shape == b.shape and torch.allclose(a, b, rtol=LOSSES["rel"], atol=LOSSES["abs"])
 
 
 class OnAnotherDevice(torch.Tensor):

@@ -81,7 +81,8 @@ def test_top_k_hits_built_in_groups_are_recbole_s(workspace, monkeypatch, metric
     config = _config(workspace, metrics=metrics, topk=[5, 10], valid_metric=f"{metrics[0]}@10")
     recbole, ours = Collector(config), Collector(config)
     collect_once(ours)
-    for scores, positive_u, positive_i in _batches():
+    for scores, positive_u, positive_i in _batches():  # the scores where the run's model is, the positives on the host
+        scores = scores.to(config["device"])
         recbole.eval_batch_collect(scores, None, positive_u, positive_i)
         ours.eval_batch_collect(scores.clone(), None, positive_u, positive_i)
     expected, got = recbole.get_data_struct(), ours.get_data_struct()
@@ -104,7 +105,7 @@ def test_a_validation_of_one_user_a_batch_has_recbole_s_hits_and_metrics(workspa
     config = prepared.config
     init_seed(config["seed"], config["reproducibility"])
     train, valid, _ = load_data(config, workspace.cache_dir)
-    trainer = prepared.trainer_class(config, get_model("BPR")(config, train._dataset))
+    trainer = prepared.trainer_class(config, get_model("BPR")(config, train._dataset).to(config["device"]))
     trainer.eval_collector.data_collect(train)
     hits, evaluate = [], trainer.evaluator.evaluate
     trainer.evaluator.evaluate = lambda struct: hits.append(struct.get("rec.topk")) or evaluate(struct)

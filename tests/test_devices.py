@@ -95,8 +95,11 @@ def test_every_config_of_a_run_sees_the_run_gpu_before_cuda_is_asked(workspace, 
 
     from recrunner import prepare
 
+    from recrunner.seams import device as seam
+
     seen = []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: seen.append(os.environ.get("CUDA_VISIBLE_DEVICES")) or False)
+    monkeypatch.setattr(seam, "machine_gpus", lambda: 0)  # a CPU machine (on a GPU one, CUDA stood in as off is refused)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     prepare(Experiment("BPR", "ml-100k", TINY_BPR, runtime={"gpu_id": "1"}), workspace)
     assert seen and set(seen) == {"1"}
@@ -106,10 +109,14 @@ def test_every_config_of_a_run_sees_the_run_gpu_before_cuda_is_asked(workspace, 
 def test_a_gpu_id_that_hides_every_gpu_of_the_machine_is_refused_not_trained_on_the_cpu(workspace, monkeypatch):
     """RecBole sets CUDA_VISIBLE_DEVICES to gpu_id: `gpu_id: 1` on a one-GPU machine hid its GPU and the
     run trained on the CPU without a word. Here the machine's one GPU is NVML's count, stood in for."""
+    import os
+
     from recrunner import ConfigError, prepare
     from recrunner.seams import device as seam
 
     monkeypatch.setattr(seam, "machine_gpus", lambda: 1)
+    # CUDA sees the GPU where gpu_id names it, as in a fresh process (in this one CUDA may have started already)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: os.environ.get("CUDA_VISIBLE_DEVICES") == "0")
     with pytest.raises(ConfigError, match=r"gpu_id '1' names no GPU of this machine, which has 1 .*use_gpu: false"):
         prepare(Experiment("BPR", "ml-100k", {**TINY_BPR, "gpu_id": "1"}), workspace)
     for chosen in ({"use_gpu": False}, {"gpu_id": ""}):  # the CPU chosen: no question

@@ -99,7 +99,8 @@ def test_only_plain_dropout_modules_get_numpy_masks_and_the_weights_keep_their_n
 # ------------------------------------------------------------------ a run
 def test_a_fast_run_on_a_cpu_trains_with_numpy_masks_and_torch_masks_on_request(workspace):
     """bf16 without compiling (quick): `auto` masks change the run, `torch` masks do not."""
-    params = {**TINY_SASREC, "epochs": 2, "fast": True, "fast_precision": "bf16", "fast_compile": False}
+    params = {**TINY_SASREC, "epochs": 2, "fast": True, "fast_precision": "bf16", "fast_compile": False,
+              "use_gpu": False}  # numpy's masks are a CPU's choice
     numpy_run = run_experiment(Experiment("SASRec", "ml-100k", params), workspace, console=False)
     torch_run = run_experiment(Experiment("SASRec", "ml-100k", {**params, "fast_dropout": "torch"}), workspace, console=False)
     assert numpy_run.status == torch_run.status == "ok" and numpy_run.run_dir != torch_run.run_dir  # part of the identity

@@ -70,7 +70,7 @@ def sasrec(tmp_path_factory):
     lengths = torch.arange(1, 11).repeat(4)  # 1 to MAX_ITEM_LIST_LENGTH
     items = torch.randint(1, model.n_items, (len(lengths), 10))
     items[torch.arange(10).unsqueeze(0) >= lengths.unsqueeze(1)] = 0  # RecBole's padding after the last item
-    return model, items, lengths
+    return model, items.to(trainer.device), lengths.to(trainer.device)
 
 
 def test_the_forward_is_recboles_at_the_scored_position_with_its_gradients(sasrec):
@@ -80,7 +80,7 @@ def test_the_forward_is_recboles_at_the_scored_position_with_its_gradients(sasre
     for forward in (model.forward, lambda *args: last_position_forward(model, *args)):
         model.zero_grad()
         out = forward(items, lengths)
-        (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+        (out * torch.linspace(-1, 1, out.numel(), device=out.device).view_as(out)).sum().backward()
         grads.append({name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None})
         grads[-1]["out"] = out.detach()
     recbole, fast = grads
@@ -127,7 +127,7 @@ def test_the_other_models_forwards_are_recboles_with_their_gradients(tmp_path, n
     (tmp_path / "datasets").mkdir()
     workspace = Workspace(output_dir=tmp_path / "runs", data_path=tmp_path / "datasets", config_dir=REPO / "configs")
     trainer, train, *_ = trainer_and_data(workspace, name, {**TINY_SASREC, "n_layers": 2, "n_heads": 2})
-    model, batch = trainer.model, next(iter(train))
+    model, batch = trainer.model, next(iter(train)).to(trainer.device)
     model.eval()  # no dropout: the same function of the same weights
     results = []
     for install in (False, True):
@@ -162,7 +162,8 @@ def bert4rec(tmp_path_factory):
     params = {**TINY_SASREC, "n_layers": 2, "n_heads": 2, "mask_ratio": 0.3, "train_batch_size": 256}
     trainer, train, _, test = trainer_and_data(workspace, "BERT4Rec", params)
     torch.manual_seed(0)
-    return trainer.model, next(iter(train)), next(iter(test))
+    test_batch, *rest = next(iter(test))
+    return trainer.model, next(iter(train)).to(trainer.device), (test_batch.to(trainer.device), *rest)
 
 
 def test_bert4recs_loss_and_scores_are_recboles_with_their_gradients(bert4rec):
@@ -194,7 +195,7 @@ def test_bert4recs_forward_under_autocast_returns_recboles_dtype(bert4rec):
     model, batch, _ = bert4rec
     model.eval()
     items = batch[model.MASK_ITEM_SEQ]
-    with torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
+    with torch.autocast(items.device.type, dtype=torch.bfloat16), torch.no_grad():
         recbole = model.forward(items)
         fast = masked_positions_forward(model, items)
     assert fast.dtype == recbole.dtype and fast.shape == recbole.shape

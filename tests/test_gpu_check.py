@@ -87,6 +87,26 @@ def test_a_run_the_budget_stopped_is_named_so_and_not_a_failure():
         "36 s (from the cache of earlier runs) (the compiler's cache held 0 of 4 graphs, 0 of 2 autograd graphs)"
 
 
+def test_cells_the_budget_stopped_are_named_so_not_failed(tmp_path):
+    """On the H200 (2026-11-30) the budget stopped the cells' second sweep: the table said FAILED."""
+    check = _module("gpu_check")
+
+    class Stub:
+        out, tiny, gpu, stopped = tmp_path, True, True, {}
+
+        def recrunner(self, args, timeout, log):
+            if log == "cells-at once":
+                self.stopped[log] = 5.0
+                return -9
+            return 0
+
+        cut = check.Check.cut
+
+    rows = check.cells(Stub())
+    assert rows["4 cells, at once"] == "STOPPED by the check's --budget after 5 s"
+    assert rows["4 cells, one at a time"].endswith(" s") and "FAILED" not in str(rows)
+
+
 def test_a_step_that_raises_is_a_failed_row_and_the_steps_after_it_still_run(monkeypatch, tmp_path, capsys):
     """On an H200 a run that failed before its first validation (no history.jsonl) raised in the `models`
     step and ended the check: `loops` and `cells` never ran in that lease's call."""

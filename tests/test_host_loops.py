@@ -279,7 +279,7 @@ def test_fearecs_loss_and_gradients_equal_recboles_bit_for_bit(contrast, workspa
 
     from recbole.model.sequential_recommender import FEARec
 
-    from .conftest import trainer_and_data
+    from .conftest import same, trainer_and_data
 
     params = {**tiny_params("FEARec", model_keys("FEARec")), "MAX_ITEM_LIST_LENGTH": 3, "train_batch_size": 512,
               "contrast": contrast, "tau": 1.0, "sim": "dot", "fredom": True, "fredom_type": contrast}
@@ -287,6 +287,7 @@ def test_fearecs_loss_and_gradients_equal_recboles_bit_for_bit(contrast, workspa
     model = trainer.model
     ours = SameTargetSequences(model)
     for batch in list(train)[:2]:
+        batch = batch.to(trainer.device)  # as the epoch moves it
         outputs = {}
         for way, loss_of in (("recbole", lambda b: FEARec.calculate_loss(model, b)), ("ours", ours.calculate_loss)):
             random.seed(3)
@@ -297,5 +298,5 @@ def test_fearecs_loss_and_gradients_equal_recboles_bit_for_bit(contrast, workspa
             outputs[way] = (loss, [p.grad.clone() for p in model.parameters()], random.getstate(),
                             batch["sem_aug"].clone())
         (loss, grads, state, sem_aug), (our_loss, our_grads, our_state, our_sem_aug) = outputs["recbole"], outputs["ours"]
-        assert torch.equal(loss, our_loss) and all(torch.equal(a, b) for a, b in zip(grads, our_grads))
+        assert same(loss, our_loss) and all(same(a, b) for a, b in zip(grads, our_grads))
         assert state == our_state and torch.equal(sem_aug, our_sem_aug)
