@@ -652,8 +652,24 @@ def _s(value) -> str:
     return "FAILED" if value is None else f"{value:.0f} s"
 
 
+def host_at_start() -> str:
+    """The host's 1-minute load and the recrunner or pytest processes still alive (not this check), as a step
+    starts: a step's timings depend on a host the steps before may have left busy (2026-11-30: one step's
+    compile took 1.5x another's on the same machine)."""
+    others = 0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) not in (os.getpid(), os.getppid()):
+            try:
+                line = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            others += b"recrunner" in line or b"pytest" in line
+    load = f"load {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else "load unknown"
+    return f"{load}, {others} other recrunner or pytest processes at its start"
+
+
 def run_step(check: Check, name: str) -> dict:
-    began = time.perf_counter()
+    began, host = time.perf_counter(), host_at_start()
     if check.left(1e9) < 20:
         rows = {f"{name}": "SKIPPED: the check's --budget ran out"}
     else:
@@ -664,7 +680,7 @@ def run_step(check: Check, name: str) -> dict:
 
             traceback.print_exc()
             rows = {name: f"FAILED: the check itself raised {type(exc).__name__}: {exc} (see gpu_check.txt)"}
-    rows[f"{name}: step time"] = f"{time.perf_counter() - began:.0f} s"
+    rows[f"{name}: step time"] = f"{time.perf_counter() - began:.0f} s ({host})"
     (check.out / "steps" / f"{name}.json").write_text(json.dumps(rows, indent=1))
     print(f"gpu_check: {name} done in {time.perf_counter() - began:.0f} s", flush=True)
     return rows

@@ -107,6 +107,19 @@ def test_cells_the_budget_stopped_are_named_so_not_failed(tmp_path):
     assert rows["4 cells, one at a time"].endswith(" s") and "FAILED" not in str(rows)
 
 
+def test_a_step_says_how_busy_it_found_the_host():
+    check = _module("gpu_check")
+    before = int(re.search(r"(\d+) other", check.host_at_start()).group(1))
+    left = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "recrunner"])
+    try:
+        found = check.host_at_start()
+    finally:
+        left.kill()
+        left.wait()
+    assert re.fullmatch(r"load \d+\.\d, \d+ other recrunner or pytest processes at its start", found)
+    assert int(re.search(r"(\d+) other", found).group(1)) >= before + 1
+
+
 def test_a_step_that_raises_is_a_failed_row_and_the_steps_after_it_still_run(monkeypatch, tmp_path, capsys):
     """On an H200 a run that failed before its first validation (no history.jsonl) raised in the `models`
     step and ended the check: `loops` and `cells` never ran in that lease's call."""
