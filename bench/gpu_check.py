@@ -337,6 +337,7 @@ def recorded(check: Check, sweep: str) -> dict:
     epochs = [line for line in history if line.get("epoch", -1) >= 0 and "seconds" in line]
     return {"epoch_seconds": [line["seconds"] for line in epochs],
             "train_seconds": [line["train_seconds"] for line in epochs if "train_seconds" in line],
+            "losses": [line["loss"] for line in epochs if "loss" in line],
             "test": record.get("test") or {}, "peak_mb": (record.get("device") or {}).get("peak_memory_mb"),
             "status": record["status"], "compile_seconds": record.get("compile_seconds"),
             "compile_phases": record.get("compile_phases") or {},
@@ -439,7 +440,24 @@ def graph_step(check: Check) -> dict:
             "exact, step from CUDA graphs, its log": "; ".join(graphed.get("graphs") or []) or "no cuda_graph_step line",
             # tf32: fp32 matrix products on tensor cores (numbers change): how near exact mode comes to issue 46's 2.0 s
             "exact, tf32, s/epoch": _seconds(tf32), "exact, tf32, s/epoch training": _seconds(tf32, "train_seconds"),
-            "exact, tf32, test ndcg@10 (eager fp32's)": f"{tf32.get('test', {}).get('ndcg@10')} ({eager.get('test', {}).get('ndcg@10')})"}
+            "exact, tf32, test ndcg@10 (eager fp32's)": f"{tf32.get('test', {}).get('ndcg@10')} ({eager.get('test', {}).get('ndcg@10')})",
+            **fast_steps_deterministic(check)}
+
+
+def fast_steps_deterministic(check: Check) -> dict:
+    """--fast's step recorded as CUDA graphs against its eager step, both with `deterministic: true`: the
+    same numbers (docs/fast.md's promise), where the two default runs differ as any two runs do."""
+    job = {**check.job(2), "deterministic": True}
+    runs = {name: check.timed_run(f"graphs-fast-{name}", {**job, **extra}, "--fast", timeout=240)[0]
+            for name, extra in (("recorded", {}), ("eager", {"cuda_graph_step": False}))}
+    recorded_run, eager = runs["recorded"], runs["eager"]
+    if any("stopped" in run for run in runs.values()):
+        return {"--fast, deterministic, recorded step against eager": _agree(recorded_run, eager, "")}
+    same = recorded_run.get("losses") and recorded_run["losses"] == eager.get("losses")
+    losses = "every epoch's loss equal" if same else f"losses DIFFER: {recorded_run.get('losses')} vs {eager.get('losses')}"
+    return {"--fast, deterministic, recorded step against eager": f"{losses}; test metrics "
+            f"{_agree(recorded_run, eager, 'equal')}; s/epoch training {_seconds(recorded_run, 'train_seconds')} "
+            f"against {_seconds(eager, 'train_seconds')}"}
 
 
 def fast(check: Check) -> dict:

@@ -107,6 +107,24 @@ def test_cells_the_budget_stopped_are_named_so_not_failed(tmp_path):
     assert rows["4 cells, one at a time"].endswith(" s") and "FAILED" not in str(rows)
 
 
+def test_the_fast_steps_recorded_and_eager_are_compared_deterministic():
+    check = _module("gpu_check")
+    asked = []
+
+    class Stub:
+        def job(self, epochs):
+            return {"epochs": epochs}
+
+        def timed_run(self, name, params, *flags, timeout=300):
+            asked.append((name, params, flags))
+            return {"losses": [3.5, 2.5], "train_seconds": [1.0, 1.1], "test": {"ndcg@10": 0.08}}, None
+
+    row = check.fast_steps_deterministic(Stub())["--fast, deterministic, recorded step against eager"]
+    assert row == "every epoch's loss equal; test metrics equal; s/epoch training 1.00, 1.10 against 1.00, 1.10"
+    assert [(params["deterministic"], params.get("cuda_graph_step"), flags) for _, params, flags in asked] == \
+        [(True, None, ("--fast",)), (True, False, ("--fast",))]
+
+
 def test_a_step_says_how_busy_it_found_the_host():
     check = _module("gpu_check")
     before = int(re.search(r"(\d+) other", check.host_at_start()).group(1))
