@@ -207,3 +207,13 @@ def _holding(path: Path) -> list[int]:
             except OSError:
                 continue
     return found
+
+
+def test_proc_files_of_kib_lines_read_in_one_place(tmp_path):
+    from recrunner.core.proc import kib_fields
+
+    status = _files(tmp_path / "status", "Name:\tpython\nState:\tS (sleeping)\nVmHWM:\t  204800 kB\nVmRSS:\t  102400 kB\n")
+    assert kib_fields(status) == {"VmHWM": 204800, "VmRSS": 102400}  # lines without a number left out
+    zombie = _files(tmp_path / "zombie", "Name:\tpython\nState:\tZ (zombie)\n")
+    assert kib_fields(zombie) == {} and kib_fields(tmp_path / "gone") is None
+    assert resident_mb(12345, proc=tmp_path / "no-proc") is None

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ..core.proc import kib_fields
+
 MARGIN = 0.10          # a need is met with 10% to spare: the same kind's peaks vary from run to run
 SAMPLE_EVERY = 1.0     # seconds between samples of the running cells' resident memory
 KILLED = "worker process killed by SIGKILL"  # how a cell the OOM killer ended fails (executors.died)
@@ -185,13 +187,8 @@ def available_mb(meminfo: Path = Path("/proc/meminfo"), cgroups: Path = Path("/s
 
 
 def _meminfo_available(meminfo: Path) -> float | None:
-    try:
-        for line in meminfo.read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) / 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+    available = (kib_fields(meminfo) or {}).get("MemAvailable")
+    return None if available is None else available / 1024
 
 
 def _cgroup_folders(cgroups: Path, mine: Path) -> list[Path]:
@@ -261,13 +258,8 @@ def resident_mb(pid: int, proc: Path = Path("/proc")) -> float | None:
 
 
 def _vm_rss_kib(status: Path) -> int | None:
-    try:
-        for line in status.read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-        return 0  # a zombie has no VmRSS line
-    except (OSError, ValueError, IndexError):
-        return None
+    fields = kib_fields(status)
+    return None if fields is None else fields.get("VmRSS", 0)  # a zombie has no VmRSS line
 
 
 def _children(tasks: Path) -> list[int]:

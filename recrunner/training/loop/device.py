@@ -28,6 +28,7 @@ import torch
 from ...core.errors import ConfigError
 from ...core.files import size_text
 from ...core.docs import page
+from ...core.proc import kib_fields
 
 logger = logging.getLogger("recrunner")
 
@@ -131,12 +132,9 @@ def cpu_model() -> str | None:
 
 def peak_rss_mb() -> float | None:
     """This process's peak resident memory in MiB (VmHWM; ru_maxrss where /proc is absent)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    except (OSError, ValueError, IndexError):
-        pass
+    peak = (kib_fields(Path("/proc/self/status")) or {}).get("VmHWM")
+    if peak is not None:
+        return round(peak / 1024, 1)
     try:
         import resource
 
