@@ -60,6 +60,11 @@ def growth_mb(running: list[Running]) -> float:
     return sum(max(0.0, cell.need_mb - cell.now_mb) for cell in running if cell.need_mb is not None)
 
 
+def memory_kind(cell) -> tuple:
+    """What cells share a memory need by: (dataset, model) (pure)."""
+    return cell.dataset, cell.model
+
+
 def recorded_peak_mb(device: dict | None) -> float | None:
     """A run record's peak resident memory, where it trained on the CPU (on a GPU its peak is the
     GPU's, not the machine's) (pure)."""
@@ -103,8 +108,8 @@ class Admission:
     cell that ran out of memory runs again alone. `kind`: a cell id's (dataset, model)."""
 
     def __init__(self, kind: Callable[[str], tuple], out: Callable[[str], None] = print,
-                 available: Callable[[], float | None] = lambda: available_mb()):
-        self.kind, self.out, self.available = kind, out, available
+                 available: Callable[[], float | None] | None = None):
+        self.kind, self.out, self.available = kind, out, available or available_mb
         self.book = MemoryBook()
         self.alone: set[str] = set()     # cells that run with no other beside them
         self.company: dict[str, set] = {}  # cell -> what it was seen sharing: "host" (any other cell), "gpu" (its GPU)

@@ -24,7 +24,7 @@ from ..run.result import RunResult
 from .console import cell_line, progress_line, refusal_line, summary_line
 from .executors import cell_threads, executor_for
 from .grid import swept_parameters
-from .memory import SAMPLE_EVERY, Admission, recorded_peak_mb
+from .memory import SAMPLE_EVERY, Admission, memory_kind, recorded_peak_mb
 from .planning import PlannedCell, dispatch_order
 from .record import SweepRecord
 from .tables import SweepTables
@@ -93,7 +93,7 @@ class _Sweep:
         self.warned: set[str] = set()  # protocol warnings already shown: once per sweep, not per cell
         self.total = len(planned)
         self.tables = SweepTables(name, self.paths, workspace.output_dir)
-        self.admission = Admission(lambda cell_id: (self.by_id[cell_id].cell.dataset, self.by_id[cell_id].cell.model), out)
+        self.admission = Admission(lambda cell_id: memory_kind(self.by_id[cell_id].cell), out)
 
     # ---------------------------------------------------------------- the loop
     def run(self) -> SweepSummary:
@@ -168,7 +168,7 @@ class _Sweep:
             previous = None if self.options.restart else RunRecord.read(item.run_dir)
             if previous is not None and previous.status.finished:
                 self.summary.count("skipped")
-                self.admission.book.learn((item.cell.dataset, item.cell.model), recorded_peak_mb(previous.device))
+                self.admission.book.learn(memory_kind(item.cell), recorded_peak_mb(previous.device))
                 if item.cell_id in known and not known[item.cell_id].state.finished:
                     self.record.append(item.cell_id, previous.status)  # killed between the run's end and its line
                 continue
