@@ -670,12 +670,12 @@ def _s(value) -> str:
     return "FAILED" if value is None else f"{value:.0f} s"
 
 
-def host_at_start() -> str:
+def host_at_start(proc: Path = Path("/proc")) -> str:
     """The host's 1-minute load and the recrunner or pytest processes still alive (not this check), as a step
     starts: a step's timings depend on a host the steps before may have left busy (2026-11-30: one step's
     compile took 1.5x another's on the same machine)."""
     others = 0
-    for entry in Path("/proc").iterdir():
+    for entry in proc.iterdir():
         if entry.name.isdigit() and int(entry.name) not in (os.getpid(), os.getppid()):
             try:
                 line = (entry / "cmdline").read_bytes()

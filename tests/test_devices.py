@@ -94,7 +94,6 @@ def test_every_config_of_a_run_sees_the_run_gpu_before_cuda_is_asked(workspace, 
     import os
 
     from recrunner import prepare
-
     from recrunner.seams import device as seam
 
     seen = []
