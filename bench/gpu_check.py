@@ -607,7 +607,7 @@ def profile(check: Check) -> dict:
             f"{op['op'][6:]} {op['ms']:.2f} ms ({op['calls']:g}x)" for op in found["top_host_ops"][:6])
         if found.get("top_kernels"):  # on a GPU: where a step bound by its kernels spends them
             rows[f"profile {name}, top kernels"] = ", ".join(
-                f"{k['kernel']} {k['ms']:.3f} ms ({k['calls']:g}x)" for k in found["top_kernels"])
+                f"{k['kernel']} by {k.get('by', '?')} {k['ms']:.3f} ms ({k['calls']:g}x)" for k in found["top_kernels"])
         if extra.get("fast"):
             rows[f"profile {name}, compile s"] = _compile(found, cache)
     return rows

@@ -12,7 +12,8 @@ starts a third into epoch 1), then one JSON line, per batch of the window:
   syncs         the host waiting for the device (cudaStreamSynchronize, cudaDeviceSynchronize,
                 cudaEventSynchronize): a loss read, a `.item()`, a blocking copy
   top_kernels   the GPU's kernels with the most device time, by name (a C++ kernel's up to its template
-                arguments), with calls per batch: where a step bound by its kernels spends them
+                arguments; CUTLASS's KernelN with its first), with calls per batch and the host event that
+                launches them (`by`: aten::bmm, a Triton kernel): where a step bound by its kernels spends them
   top_host_ops  the operators with the most host time of their own (self CPU), with calls per batch;
                 host_ops_ms all operators' own host time, cuda_runtime_ms the CUDA runtime's (launches,
                 copies, waits); what wall_ms has beyond the two is Python (the model's modules, the loop)
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -57,11 +59,14 @@ def union_us(intervals: list[tuple[float, float]]) -> float:
 
 def summary(events, batches: int, wall_s: float, gpu: bool, top: int = 8) -> dict:
     """The window's figures per batch from the profiler's events (pure over `events`)."""
-    from collections import defaultdict
+    from collections import Counter, defaultdict
 
     kernels, launches, syncs, runtime_us = [], 0, 0, 0.0
     own, device = defaultdict(lambda: [0.0, 0]), defaultdict(lambda: [0.0, 0])
+    launcher = defaultdict(Counter)  # a kernel's name -> the host events that launched it (torch links them)
     for event in events:
+        for kernel in getattr(event, "kernels", ()):
+            launcher[kernel_name(kernel.name)][event.name] += 1
         if getattr(event.device_type, "name", str(event.device_type)) == "CUDA":
             if not getattr(event, "is_user_annotation", False):  # a named range on the GPU's timeline is no work:
                 kernels.append((event.time_range.start, event.time_range.end))  # counted, it added 1.4 ms a batch
@@ -85,7 +90,8 @@ def summary(events, batches: int, wall_s: float, gpu: bool, top: int = 8) -> dic
         result.update(device_ms=round(device_ms, 3), busy=round(device_ms / result["wall_ms"], 3),
                       cuda_runtime_ms=round(runtime_us / 1000 / batches, 3),
                       kernels=round(launches / batches, 1), syncs=round(syncs / batches, 2),
-                      top_kernels=[{"kernel": name, "ms": round(us / 1000 / batches, 3), "calls": round(calls / batches, 1)}
+                      top_kernels=[{"kernel": name, "ms": round(us / 1000 / batches, 3), "calls": round(calls / batches, 1),
+                                    "by": launcher[name].most_common(1)[0][0] if launcher[name] else "?"}
                                    for name, (us, calls) in sorted(device.items(), key=lambda item: -item[1][0])[:top]])
     return result
 
@@ -95,6 +101,8 @@ def kernel_name(name: str, width: int = 48) -> str:
     `void` and namespaces ('at::native::vectorized_elementwise_kernel<4, ...>' -> 'vectorized_elementwise_kernel');
     Triton's and cuBLAS's as they are; at most `width` characters."""
     short = name.removeprefix("void ").split("<")[0].split("(")[0].rsplit("::", 1)[-1].strip()
+    if re.fullmatch(r"[Kk]ernel\d*", short) and "<" in name:  # CUTLASS's Kernel2<cutlass_80_wmma_...>: its argument says which
+        short = f"{short}<{name.split('<', 1)[1].split(',')[0].split('>')[0].strip()}>"
     return (short or name)[:width]
 
 

@@ -203,8 +203,9 @@ def test_fast_modes_seeds_against_exact_modes_range():
 
 
 class _Event:
-    def __init__(self, name, start, end, cuda=False, own=0.0, annotation=False):
+    def __init__(self, name, start, end, cuda=False, own=0.0, annotation=False, launched=()):
         self.name, self.self_cpu_time_total, self.is_user_annotation = name, own, annotation
+        self.kernels = [type("Kernel", (), {"name": kernel})() for kernel in launched]  # torch links them by correlation
         self.device_type = type("Kind", (), {"name": "CUDA" if cuda else "CPU"})()
         self.time_range = type("Range", (), {"start": start, "end": end})()
 
@@ -213,7 +214,7 @@ def test_the_profile_window_and_its_figures_per_batch():
     profile = _module("profile_batches")
     assert profile.window(480, 30) == (160, 30) and profile.window(45, 30) == (15, 29) and profile.window(2, 30) == (1, 1)
     assert profile.union_us([(0, 10), (5, 20), (30, 40), (32, 35)]) == 30  # overlaps once
-    events = [_Event("aten::mm", 0, 9, own=900.0), _Event("aten::mm", 10, 19, own=700.0),
+    events = [_Event("aten::mm", 0, 9, own=900.0, launched=["gemm"]), _Event("aten::mm", 10, 19, own=700.0, launched=["gemm"]),
               _Event("aten::add", 20, 21, own=100.0), _Event("cudaLaunchKernel", 0, 1, own=50.0),
               _Event("cudaLaunchKernel", 1, 2, own=50.0), _Event("cudaStreamSynchronize", 2, 3, own=400.0),
               _Event("gemm", 100, 600, cuda=True), _Event("gemm", 500, 1100, cuda=True),
@@ -221,8 +222,11 @@ def test_the_profile_window_and_its_figures_per_batch():
               _Event("Optimizer.step#Adam.step", 1100, 2000, cuda=True, annotation=True)]  # a range, not work
     found = profile.summary(events, batches=2, wall_s=0.004, gpu=True)
     assert found["wall_ms"] == 2.0 and found["device_ms"] == 0.52 and found["busy"] == 0.26  # (40 + 1100-100) us / 2
-    assert found["top_kernels"] == [{"kernel": "gemm", "ms": 0.55, "calls": 1.0},  # by device time, each counted whole
-                                    {"kernel": "vectorized_elementwise_kernel", "ms": 0.02, "calls": 0.5}]
+    assert found["top_kernels"] == [{"kernel": "gemm", "ms": 0.55, "calls": 1.0, "by": "aten::mm"},  # by device time, each whole
+                                    {"kernel": "vectorized_elementwise_kernel", "ms": 0.02, "calls": 0.5, "by": "?"}]
+    assert profile.kernel_name("void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x1_tn_align8>"
+                               "(cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x1_tn_align8::Params)") == \
+        "Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gem"  # the H200's bf16 bmm in fast mode: which Kernel2 it is
     assert (found["kernels"], found["syncs"], found["cuda_runtime_ms"]) == (1.0, 0.5, 0.25)
     assert found["top_host_ops"][0] == {"op": "aten::mm", "ms": 0.8, "calls": 1.0} and found["host_ops_ms"] == 0.85
     assert set(profile.summary(events, batches=2, wall_s=0.004, gpu=False)) == {
