@@ -1,7 +1,7 @@
 """The project's GPU check: docs/runs.md's promises on the device at hand, in minutes, as one table.
 
     bash bench/gpu_check.sh WHEELS_DIR           # a GPU machine with torch but not RecBole (../shared/GPU.md)
-    python bench/gpu_check.py [--tiny] [--out DIR] [--steps resume+tests,fast,profile,main,graphs,models,loops,cells,seeds]
+    python bench/gpu_check.py [--tiny] [--out DIR] [--steps resume+tests,fast,profile,main,graphs,models,loops,windows,cells,seeds]
                               [--data-path DIR] [--budget S]
 
 Steps, in order of importance, each time-boxed and written to OUT/steps/<step>.json as it ends (steps
@@ -33,6 +33,9 @@ joined by "+" run at the same time: only steps that time nothing should share th
           sequences, KGNNLS's labels, RippleNet's ripple sets, FEARec's same-target sequences) against recrunner's
           replacements, at RecBole's sizes on ml-100k
           (bench/bench_host_loops.py; tiny: HRM only): a batch's method, an exact epoch and a validation
+  windows the main job's training loader alone, its history lists made per batch (as runs do since
+          2026-11-30) against made once before the tables are placed (bench/bench_windows.py; tiny:
+          ml-100k): seconds an epoch, the same batches
   cells   4 seeds of the quick job at once on one GPU (--gpus 0,0,0,0 --workers 4) against one at a time:
           the commands' seconds, and the cells' from the first start to the last end (sweep.jsonl)
   seeds   the main job, 3 epochs, seeds 1-3, exact and --fast (one sweep): fast mode's test NDCG@10
@@ -626,6 +629,24 @@ def loops(check: Check) -> dict:
     return rows if code == 0 and len(rows) == len(cases) else {**rows, "loops": "FAILED (see logs/)"}
 
 
+def windows(check: Check) -> dict:
+    """bench/bench_windows.py's row: the training loader's epoch with its history lists made per batch and
+    made once (2026-11-30: was the fast epoch's 1.47-1.63 s, against 1.23-1.36 s, these lists' doing?)."""
+    case = "SASRec:ml-100k" if check.tiny else f"SASRec:{check.dataset}"
+    code, _ = check.python(["bench/bench_windows.py", "--cases", case, "--epochs", "1" if check.tiny else "5",
+                            "--data-path", str(check.data)], 240, log="windows")
+    if check.cut("windows"):
+        return {"windows": _stopped(check.cut("windows"))}
+    log = check.out / "logs" / "windows.log"
+    found = re.search(r"^\| \S+ \| \S+ \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+x) \|$",
+                      log.read_text() if log.is_file() else "", re.M)
+    if code != 0 or found is None:
+        return {"windows": "FAILED (see logs/)"}
+    batches, each, once, ratio = found.groups()
+    return {"windows, training loader's epoch": f"{each} s with the lists made per batch, {once} s made once "
+                                                f"({ratio}; {batches} batches, the same)"}
+
+
 def loop_rows(text: str) -> dict:
     """bench_host_loops.py's markdown rows as the check's rows (pure): per model, RecBole's seconds against
     the array-built ones for a batch's method, an exact epoch and a validation."""
@@ -652,7 +673,7 @@ def _per_batch(found: dict) -> str:
 
 
 STEPS = {"resume": resume, "tests": tests, "main": main_job, "graphs": graph_step, "fast": fast, "profile": profile, "models": models,
-         "loops": loops, "cells": cells, "seeds": seeds}
+         "loops": loops, "windows": windows, "cells": cells, "seeds": seeds}
 
 
 def _seconds(run: dict, key: str = "epoch_seconds") -> str:
@@ -726,7 +747,7 @@ def write_table(check: Check, table: dict, seconds: float, left: list[str]) -> s
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.environ.get("OUT", "gpu-check"), help="results folder (default: $OUT)")
-    parser.add_argument("--steps", default="resume+tests,fast,profile,main,graphs,models,loops,cells,seeds",
+    parser.add_argument("--steps", default="resume+tests,fast,profile,main,graphs,models,loops,windows,cells,seeds",
                         help="comma-separated groups of " + ", ".join(STEPS) + "; a group's steps joined by + run at once")
     parser.add_argument("--tiny", action="store_true", help="tiny sizes on ml-100k (always without a GPU)")
     parser.add_argument("--data-path", default=None, help="the folder holding ml-1m/ (default $RECRUNNER_DATA_PATH)")

@@ -27,9 +27,9 @@ def test_history_windows_equal_recbole_s_row_by_row_fill(trailing):
     expected = _recbole_windows(source, ends, lengths, 8)
     assert torch.equal(compact.windows(source, ends, lengths, 8), expected)
     assert torch.equal(compact.windows(source.float(), ends, lengths, 8), expected.float())
-    from recrunner.data.window_rows import gather_windows  # a batch's windows, made where its tables are
-    assert torch.equal(gather_windows(source, ends, lengths, 8), expected)
-    assert torch.equal(gather_windows(source.double(), ends[:7], lengths[:7], 8), expected[:7].double())
+    from recrunner.data.window_rows import gather_windows, window_positions  # a batch's, made where its tables are
+    assert torch.equal(gather_windows(source, *window_positions(ends, lengths, 8)), expected)
+    assert torch.equal(gather_windows(source.double(), *window_positions(ends[:7], lengths[:7], 8)), expected[:7].double())
 
 
 def test_locate_finds_each_row_even_among_duplicates():
