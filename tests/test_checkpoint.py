@@ -66,3 +66,16 @@ def test_rng_state_round_trips_every_generator():
     expected = (random.random(), np.random.rand(), torch.rand(1).item(), torch.rand(1, generator=generator).item())
     rng.restore(state, {"train": generator})
     assert (random.random(), np.random.rand(), torch.rand(1).item(), torch.rand(1, generator=generator).item()) == expected
+
+
+def test_last_pth_is_written_after_the_points_logged_before_it(workspace, monkeypatch):
+    """A run SIGKILLed after a checkpoint resumes from it and does not log the points before it again: they
+    must be in their event files first (a resumed run's step curve missed some under load)."""
+    from tests.conftest import TINY_BPR, trainer_and_data
+
+    trainer, *_ = trainer_and_data(workspace, "BPR", TINY_BPR)
+    done = []
+    monkeypatch.setattr(trainer.tensorboard, "flush", lambda: done.append("events flushed"))
+    monkeypatch.setattr(checkpoint, "save_atomic", lambda state, path: done.append(f"{path.name} written"))
+    trainer.checkpoints.save_last(0)
+    assert done == ["events flushed", "last.pth written"]

@@ -68,6 +68,7 @@ class Checkpointer:
             state["fast"] = {"plan": trainer.fast.as_dict(),
                              "scaler": trainer.grad_scaler.state_dict() if trainer.grad_scaler is not None else None}
         if self.writes:
+            _flush_events(trainer)
             checkpoint.save_atomic(state, self.last)
         self.last_saved = time()
         if self.writes and self.save_total_limit and epoch_rng is None:
@@ -139,6 +140,15 @@ class Checkpointer:
         self.trainer._restore_weights(state)
         self.trainer.logger.info(f"Loading model parameters from {path} (epoch {state['epoch']})")
         return state
+
+
+def _flush_events(trainer) -> None:
+    """The TensorBoard points logged so far written to their files before last.pth is: a run SIGKILLed after
+    its checkpoint resumes from it and does not log them again (a test's resumed step curve missed points
+    the killed process still held in its writer's buffer)."""
+    flush = getattr(getattr(trainer, "tensorboard", None), "flush", None)
+    if flush is not None:
+        flush()
 
 
 def weights_state(trainer, kind, epoch) -> dict:
