@@ -4,9 +4,9 @@
 
 Since 2026-11-30 (recrunner/data/window_rows.py) a sequential model's training batches make their
 history lists (`item_id_list`, ...) for their rows only, where the batch is: on a GPU the main job's
-tables are 41 MiB instead of 595 MiB, but each batch runs a few more kernels (on a CPU 16 of the 25
-operators that make a batch). On an H200 the next `--fast` epoch was 1.47-1.63 s of training against
-1.23-1.36 s the lease before, on a host found busier. This bench times the difference alone.
+tables are 41 MiB instead of 595 MiB, but each batch runs more kernels (on a CPU 7 of the 15 operators
+that make a batch make its two lists). On an H200 the next `--fast` epoch was 1.47-1.63 s of training
+against 1.23-1.36 s the lease before, on a host found busier. This bench times the difference alone.
 
 Per case, one process loads the data as a run does (recrunner's configuration layers, RecBole's full
 sizes, `load_data`: the tables placed on the run's device), twice:
