@@ -84,6 +84,14 @@ def test_a_cell_killed_beside_others_runs_again_alone_once_and_nothing_starts_be
     assert admission.ended("b", "ValueError: x", None) is None
 
 
+def test_a_cell_killed_before_any_sample_beside_another_still_shared_the_machine():
+    """The sweep marks who runs together as cells start: a cell killed within its first second beside another
+    ended before any sample (CI, 2026-11-30: it failed instead of running again alone)."""
+    admission = Admission(lambda cell: ("ml-mini", "SASRec"), print, available=lambda: 1e9)
+    admission.together(["a", "b"])
+    assert admission.ended("a", KILLED, None).startswith("killed by SIGKILL while other cells ran")
+
+
 @pytest.mark.parametrize("error, expected", [
     (KILLED, "host"),
     ("MemoryError: Unable to allocate 3.00 GiB for an array with shape (20033, 20033)", "host"),

@@ -133,6 +133,11 @@ class Admission:
     def watch(self, resident: dict[str, float], running: list[str], gpus: dict[str, tuple] | None = None) -> None:
         """A sample of the running cells' resident memory (MiB); `gpus`: each one's GPUs, where it has some."""
         self.book.sample(resident)
+        self.together(running, gpus)
+
+    def together(self, running: list[str], gpus: dict[str, tuple] | None = None) -> None:
+        """The running cells seen sharing the host (and, where `gpus` says so, a GPU): at each sample, and as
+        cells start, since a cell killed within its first second beside another ended before any sample."""
         if len(running) > 1:
             gpus = gpus or {}
             for cell in running:

@@ -127,6 +127,8 @@ class _Sweep:
                         break  # nothing queued, or nothing that fits in memory beside the running cells
                     self._dispatch(queue.pop(index), executor)
                     dispatched += 1
+                if dispatched:  # beside which cells each one starts, before any can end
+                    self.admission.together(executor.running(), executor.gpus())
                 finished = executor.wait(timeout=min(SAMPLE_EVERY, self.options.heartbeat_every))
                 self.admission.watch(executor.resident(), executor.running(), executor.gpus())
                 for cell_id, result in finished:
