@@ -1,7 +1,7 @@
 """The project's GPU check: docs/runs.md's promises on the device at hand, in minutes, as one table.
 
     bash bench/gpu_check.sh WHEELS_DIR           # a GPU machine with torch but not RecBole (../shared/GPU.md)
-    python bench/gpu_check.py [--tiny] [--out DIR] [--steps resume+tests,fast,profile,main,graphs,models,loops,windows,cells,seeds]
+    python bench/gpu_check.py [--tiny] [--out DIR] [--steps resume+tests,fast,profile,main,graphs,models,loops,windows,optimizer,cells,seeds]
                               [--data-path DIR] [--budget S]
 
 Steps, in order of importance, each time-boxed and written to OUT/steps/<step>.json as it ends (steps
@@ -14,7 +14,7 @@ joined by "+" run at the same time: only steps that time nothing should share th
           reads, dropout masks) with the device visible
   fast    the main job with --fast, 3 epochs (on a GPU its step recorded as CUDA graphs: cuda_graph_step
           auto); on a GPU again with the eager step (cuda_graph_step: false, its compile from the
-          cache)
+          cache), and with RecBole's optimizer step (fast_fused_optimizer: false)
   profile where a batch's time goes (bench/profile_batches.py) in exact and fast mode (on a GPU also
           with its step recorded as CUDA graphs): wall time,
           GPU kernel time, kernels launched and host waits per batch, the operators with the most host
@@ -36,6 +36,8 @@ joined by "+" run at the same time: only steps that time nothing should share th
   windows the main job's training loader alone, its history lists made per batch (as runs do since
           2026-11-30) against made once before the tables are placed (bench/bench_windows.py; tiny:
           ml-100k): seconds an epoch, the same batches
+  optimizer  RecBole's optimizer step against fast mode's fused one, alone (bench/bench_optimizer.py:
+          SASRec and BPR; tiny: SASRec on ml-100k): milliseconds a step, weights apart
   cells   4 seeds of the quick job at once on one GPU (--gpus 0,0,0,0 --workers 4) against one at a time:
           the commands' seconds, and the cells' from the first start to the last end (sweep.jsonl)
   seeds   the main job, 3 epochs, seeds 1-3, exact and --fast (one sweep): fast mode's test NDCG@10
@@ -481,6 +483,9 @@ def fast(check: Check) -> dict:
                  "--fast, eager step, GPU busy": step_busy.text(),
                  "--fast, eager step, compile s": _compile(step, cache),
                  "--fast, eager step, test metrics": _agree(step, run, "equal to --fast's")})
+    unfused, _ = check.timed_run("main-fast-recbole-optimizer", {**job, "fast_fused_optimizer": False}, "--fast", timeout=300)
+    rows.update({"--fast, RecBole's optimizer step, s/epoch training": _seconds(unfused, "train_seconds"),
+                 "--fast, RecBole's optimizer step, test ndcg@10": str(unfused.get("test", {}).get("ndcg@10"))})
     return rows  # torch.compile's own CUDA graphs (fast_cuda_graphs): 1.64-1.84 s of training against 1.46 s, two leases
 
 
@@ -647,6 +652,22 @@ def windows(check: Check) -> dict:
                                                 f"({ratio}; {batches} batches, the same)"}
 
 
+def optimizer(check: Check) -> dict:
+    """bench/bench_optimizer.py's rows: RecBole's optimizer step against fast mode's fused one (fused.py), alone."""
+    cases = ["SASRec:ml-100k"] if check.tiny else [f"SASRec:{check.dataset}", f"BPR:{check.dataset}"]
+    code, _ = check.python(["bench/bench_optimizer.py", "--cases", *cases, "--steps", "100" if check.tiny else "300",
+                            "--data-path", str(check.data)], 180, log="optimizer")
+    if check.cut("optimizer"):
+        return {"optimizer": _stopped(check.cut("optimizer"))}
+    log = check.out / "logs" / "optimizer.log"
+    found = re.findall(r"^\| (\S+) \| \S+ \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+x) \| (\S+) \|$",
+                       log.read_text() if log.is_file() else "", re.M)
+    if code != 0 or not found:
+        return {"optimizer": "FAILED (see logs/)"}
+    return {f"optimizer step {case}, RecBole's / fused": f"{plain} / {fused} ms ({ratio}; {tensors} tensors, weights {apart} apart)"
+            for case, tensors, plain, fused, ratio, apart in found}
+
+
 def loop_rows(text: str) -> dict:
     """bench_host_loops.py's markdown rows as the check's rows (pure): per model, RecBole's seconds against
     the array-built ones for a batch's method, an exact epoch and a validation."""
@@ -673,7 +694,7 @@ def _per_batch(found: dict) -> str:
 
 
 STEPS = {"resume": resume, "tests": tests, "main": main_job, "graphs": graph_step, "fast": fast, "profile": profile, "models": models,
-         "loops": loops, "windows": windows, "cells": cells, "seeds": seeds}
+         "loops": loops, "windows": windows, "optimizer": optimizer, "cells": cells, "seeds": seeds}
 
 
 def _seconds(run: dict, key: str = "epoch_seconds") -> str:

@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from recrunner import ConfigError, Experiment, Workspace, run_experiment
-from recrunner.training.fast import facts
-from recrunner.training.fast import plan as fast
+from recrunner.training.fast import cache_keys, facts
 from recrunner.training.fast.apply import FastMethod, accelerate, counted_loss_compiles, scaled_loss
 from recrunner.training.loop.optimizer import OptimizerStep
 from recrunner.training.callbacks.history import read_history
@@ -117,19 +116,19 @@ def test_models_that_cannot_gain_run_exactly_or_eagerly_and_say_why(monkeypatch)
 def test_plans_that_change_nothing_count_as_exact_for_resuming():
     assert same_plan_key(None) is None
     assert same_plan_key(FastPlan().as_dict()) is None
-    assert same_plan_key(FastPlan("bf16", True).as_dict()) == ("bf16", True, False, True, "torch", "numpy", False)
+    assert same_plan_key(FastPlan("bf16", True).as_dict()) == ("bf16", True, False, True, "torch", "numpy", False, False)
     older = {"precision": "bf16", "compile": True, "scaler": False}  # written before scoring, masks and negatives were
-    assert same_plan_key(older) == ("bf16", True, False, True, "torch", "numpy", False)
-    assert same_plan_key(FastPlan("fp32", True, compile_scoring=False).as_dict()) == ("fp32", True, False, False, "torch", "numpy", False)
-    assert same_plan_key(FastPlan("fp32", True, dropout="numpy").as_dict()) == ("fp32", True, False, True, "numpy", "numpy", False)
+    assert same_plan_key(older) == ("bf16", True, False, True, "torch", "numpy", False, False)
+    assert same_plan_key(FastPlan("fp32", True, compile_scoring=False).as_dict()) == ("fp32", True, False, False, "torch", "numpy", False, False)
+    assert same_plan_key(FastPlan("fp32", True, dropout="numpy").as_dict()) == ("fp32", True, False, True, "numpy", "numpy", False, False)
     torch_negatives = FastPlan(negatives="torch")  # fp32, eager: only the negatives change
     assert not torch_negatives.changes_nothing and torch_negatives.model_unchanged
-    assert same_plan_key(torch_negatives.as_dict()) == ("fp32", False, False, False, "torch", "torch", False)
+    assert same_plan_key(torch_negatives.as_dict()) == ("fp32", False, False, False, "torch", "torch", False, False)
     assert plan_text(None) == "exactly (no fast mode)"
-    assert plan_text(("fp16", True, True, True, "torch", "numpy", False)) == "in fast mode (fp16, compiled, grad scaler)"
-    assert plan_text(("fp32", True, False, False, "torch", "numpy", False)) == "in fast mode (fp32, compiled, scoring eager)"
-    assert plan_text(("fp32", True, False, True, "numpy", "numpy", False)) == "in fast mode (fp32, compiled, numpy's dropout masks)"
-    assert plan_text(("fp32", False, False, False, "torch", "torch", False)) == "in fast mode (fp32, eager, negatives drawn by torch)"
+    assert plan_text(("fp16", True, True, True, "torch", "numpy", False, False)) == "in fast mode (fp16, compiled, grad scaler)"
+    assert plan_text(("fp32", True, False, False, "torch", "numpy", False, False)) == "in fast mode (fp32, compiled, scoring eager)"
+    assert plan_text(("fp32", True, False, True, "numpy", "numpy", False, False)) == "in fast mode (fp32, compiled, numpy's dropout masks)"
+    assert plan_text(("fp32", False, False, False, "torch", "torch", False, False)) == "in fast mode (fp32, eager, negatives drawn by torch)"
 
 
 def test_models_whose_compiled_scoring_was_slower_score_eagerly(monkeypatch):
@@ -159,7 +158,7 @@ def test_cuda_graphs_are_asked_for_and_only_where_compiled_code_runs_on_a_gpu():
     gpu = dict(device_type="cuda", native_bf16=True, model="SASRec")
     assert not choose(**gpu).cuda_graphs  # auto: off until a GPU measures that they pay
     plan = choose(**gpu, cuda_graphs=True)
-    assert plan.cuda_graphs and plan.describe().startswith("fast mode: bf16, compiled, CUDA graphs, last layer at the scored positions (")
+    assert plan.cuda_graphs and plan.describe().startswith("fast mode: bf16, compiled, CUDA graphs, last layer at the scored positions, fused optimizer step (")
     on_cpu = choose(device_type="cpu", model="SASRec", cuda_graphs=True)
     assert not on_cpu.cuda_graphs and "fast_cuda_graphs: cpu has no CUDA graphs" in on_cpu.reason
     eager = choose(**gpu, compile=False, cuda_graphs=True)
@@ -461,10 +460,10 @@ def test_the_compile_cache_is_the_output_folders_unless_the_user_chose_one(tmp_p
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", default_cache_dir())  # what torch sets when it imports dynamo
-    fast.share_compile_cache(tmp_path / "runs" / ".cache" / "compile")
+    cache_keys.share_compile_cache(tmp_path / "runs" / ".cache" / "compile")
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "runs" / ".cache" / "compile")
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
-    fast.share_compile_cache(tmp_path / "other")
+    cache_keys.share_compile_cache(tmp_path / "other")
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "mine")
 
 

@@ -14,7 +14,7 @@ from .conftest import REPO
 
 def test_the_gpu_check_runs_on_a_cpu_at_tiny_sizes_and_every_promise_holds(tmp_path):
     # `tests` is the suite's own business here; steps joined by + run at once, as `resume+tests` does on a GPU
-    steps = "resume+main,profile+fast+models+loops+windows,cells,seeds"
+    steps = "resume+main,profile+fast+models+loops+windows+optimizer,cells,seeds"
     done = subprocess.run([sys.executable, "bench/gpu_check.py", "--out", str(tmp_path), "--steps", steps],
                           cwd=REPO, capture_output=True, text=True, timeout=900)
 
@@ -40,6 +40,8 @@ def test_the_gpu_check_runs_on_a_cpu_at_tiny_sizes_and_every_promise_holds(tmp_p
                         r"validation [\d.]+ / [\d.]+ s \([\d.]+x\)", table["loops HRM `inverse_seq_item`, RecBole / arrays"])
     assert re.fullmatch(r"[\d.]+ s with the lists made per batch, [\d.]+ s made once \([\d.]+x; \d+ batches, the same\)",
                         table["windows, training loader's epoch"])
+    assert re.fullmatch(r"[\d.]+ / [\d.]+ ms \([\d.]+x; 36 tensors, weights \S+ apart\)",
+                        table["optimizer step SASRec:ml-100k, RecBole's / fused"])
     assert (tmp_path / "gpu_check.md").read_text().startswith("# GPU check on CPU")
     assert re.fullmatch(r"[\d.]+ s one at a time, [\d.]+ s at once \([\d.]+x\)", table["4 cells, first start to last end"])
     assert re.fullmatch(r"exact (0\.\d{4}, ){2}0\.\d{4} \(seeds 1, 2, 3\); --fast (0\.\d{4}, ){2}0\.\d{4}: [0-3] of 3 within .*",

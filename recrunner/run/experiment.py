@@ -4,9 +4,8 @@
                             Workspace(output_dir=Path("runs"), data_path=Path("datasets")))
 
 Everything that can be wrong with the input is found before anything is written to disk
-(`prepare`, in recrunner/run/preparation.py). A run that fails while training is recorded as `failed`
-with its reason; one that is interrupted is recorded as `interrupted` and continues from
-last.pth when run again.
+(`prepare`, in recrunner/run/preparation.py). A run that fails while training is recorded as `failed` with
+its reason; one that is interrupted is recorded as `interrupted` and continues from last.pth when run again.
 """
 
 from __future__ import annotations
@@ -39,8 +38,9 @@ from ..core.files import write_config
 from .runlog import run_logging
 from ..seams.models import built_model, model_class as recbole_model_class, ready_model
 from .hparams_columns import write_experiment
-from ..training.fast.compile_clock import CompileClock, KeyBook
-from ..training.fast.plan import loader_settings, share_compile_cache
+from ..training.fast.cache_keys import KeyBook, share_compile_cache
+from ..training.fast.compile_clock import CompileClock
+from ..training.fast.plan import loader_settings
 from ..training.logging.tensorboard import NullWriter, RunWriter
 
 __all__ = ["Experiment", "PreparedRun", "RunResult", "Workspace", "prepare", "run_experiment"]

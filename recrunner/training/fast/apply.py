@@ -2,9 +2,9 @@
 
 What to do is decided in recrunner.training.fast.plan (`FastPlan`); this module does it. `go_fast(trainer)`
 is the trainer's one call: it wraps the model (instance attributes, so state_dict keys and
-checkpoints are unchanged), turns RecBole's own `enable_amp`/`enable_scaler` off (fast mode's
-autocast covers evaluation too, and its scaler persists across epochs and in last.pth), and
-logs the plan in one line.
+checkpoints are unchanged), builds the optimizer again with a fused step where the plan says so
+(fused.py), turns RecBole's own `enable_amp`/`enable_scaler` off (fast mode's autocast covers
+evaluation too, and its scaler persists across epochs and in last.pth), and logs the plan in one line.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import torch
 
 from .dropout import numpy_masks
 from .failures import Failure, FailureBook, model_key
+from .fused import fused_optimizer
 from .last_layer import last_layer_only
 from .plan import METHODS, FastPlan, plan_for
 from .source import counters
@@ -31,6 +32,8 @@ def go_fast(trainer) -> FastPlan | None:
     if plan is None:
         return None
     trainer.logger.info(plan.describe())
+    if plan.fused_optimizer:  # before OptimizerStep wraps it and before a resume loads its state (fused.py)
+        trainer.optimizer = fused_optimizer(trainer.optimizer)
     if plan.model_unchanged:  # exact, or only the negatives drawn otherwise (the data layer drew them)
         return plan
     accelerate(trainer.model, plan)

@@ -1,4 +1,5 @@
-"""Why the compiler's cache compiled a graph again: each compiled graph's key, component by component.
+"""The compiler's cache: its folder (`share_compile_cache`: one per output folder), and why it compiled a
+graph again: each compiled graph's key, component by component.
 
 inductor finds a compiled graph in its cache by a key hashed from some 600 components: the graph's
 code, its inputs' shapes and dtypes, each of inductor's settings, torch's deterministic-algorithms
@@ -27,13 +28,14 @@ model or size), not a miss to explain.
 from __future__ import annotations
 
 import logging
+import os
 import re
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import NamedTuple
 
 from ...core.files import EntryFile
-from .plan import compile_cache_folder
 
 logger = logging.getLogger("recrunner")
 
@@ -190,3 +192,28 @@ class KeyBook:
             return dict(list(entries.items())[-KEEP:])
 
         self.file.update(kept, separators=(",", ":"))
+
+
+def share_compile_cache(folder: Path) -> None:
+    """Let every run under one output folder share the compiler's cache, unless the user chose one.
+
+    torch sets TORCHINDUCTOR_CACHE_DIR to its default (a folder in /tmp) as soon as it imports its
+    compiler, so a value equal to that default is not the user's choice.
+    """
+    current = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if current is None or current == _torch_default_cache_dir():
+        folder.mkdir(parents=True, exist_ok=True)
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
+
+
+def compile_cache_folder() -> Path:
+    """The compiler's cache folder this process uses: `TORCHINDUCTOR_CACHE_DIR`, else torch's default."""
+    return Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or _torch_default_cache_dir() or tempfile.gettempdir())
+
+
+def _torch_default_cache_dir() -> str | None:
+    try:
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    except ImportError:  # another torch: only an unset variable is replaced
+        return None
+    return os.path.abspath(default_cache_dir())

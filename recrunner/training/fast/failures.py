@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 from ...core.files import EntryFile
-from .plan import compile_cache_folder
+from .cache_keys import compile_cache_folder
 
 logger = logging.getLogger("recrunner")
 

@@ -34,6 +34,8 @@ and says what it changed. What it does, and the one place each decision is made:
 |                              | (pure, data.py; the  | batch is, RecBole's distribution, other negatives than   |
 |                              | run layer passes it  | exact mode's (seams/negatives.py); on a CPU RecBole's    |
 |                              | to recrunner.data)   | sampler                                                  |
+| the optimizer's step         | `fused_choice`       | on a GPU one fused kernel (RecBole's Adam, AdamW, SGD),  |
+|                              | (pure, fused.py)     | other last bits than RecBole's step; on a CPU RecBole's  |
 | SASRec's, BERT4Rec's last    | `last_layer_choice`  | computed at the positions the loss and the scores read   |
 | transformer layer            | (pure, last_layer.py)| only: 43% of the main job's arithmetic; the same         |
 |                              |                      | function, rounded otherwise, other dropout draws         |
@@ -52,8 +54,6 @@ as CUDA graphs itself (`cuda_graph_step: auto`, recrunner.training.loop.graphs),
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -65,6 +65,7 @@ from ...core.errors import ConfigError
 from .data import full_sort_users, negatives_choice, training_draws
 from .dropout import dropout_choice
 from .facts import CPU_DEFAULT, Fact, facts_of
+from .fused import fused_choice
 from .last_layer import last_layer_choice
 
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -85,6 +86,7 @@ class FastPlan:
     dropout: str = "torch"    # torch | numpy: where nn.Dropout's masks come from (dropout.py)
     negatives: str = "numpy"  # numpy | torch: who draws the training negatives (data.py)
     last_layer: bool = False  # SASRec's, BERT4Rec's last transformer layer at the scored positions only (last_layer.py)
+    fused_optimizer: bool = False  # the optimizer's step as one fused kernel (fused.py)
 
     @property
     def dtype(self):
@@ -98,8 +100,8 @@ class FastPlan:
 
     @property
     def changes_nothing(self) -> bool:
-        """The model unchanged and RecBole's negatives: the run is exact."""
-        return self.model_unchanged and self.negatives == "numpy"
+        """The model unchanged, RecBole's negatives and optimizer step: the run is exact."""
+        return self.model_unchanged and self.negatives == "numpy" and not self.fused_optimizer
 
     def describe(self) -> str:
         """The run's log line: the plan and why."""
@@ -118,6 +120,7 @@ class FastPlan:
         parts += ["numpy's dropout masks"] if self.dropout == "numpy" else []
         parts += ["negatives drawn by torch"] if self.negatives == "torch" else []
         parts += ["last layer at the scored positions"] if self.last_layer else []
+        parts += ["fused optimizer step"] if self.fused_optimizer else []
         return ", ".join(parts)
 
     def as_dict(self) -> dict:
@@ -127,21 +130,23 @@ class FastPlan:
     def stored(cls, plan: dict) -> FastPlan:
         """The plan a last.pth or metrics.json holds (`as_dict`); a key an older recrunner did not write
         takes the value of its time (scoring compiled with the loss, torch's dropout masks, RecBole's negatives,
-        every layer at every position)."""
+        every layer at every position, RecBole's optimizer step)."""
         names = {field.name for field in fields(cls)}
         return cls(**{name: value for name, value in plan.items() if name in names})
 
 
 def choose(*, precision: str = "auto", compile="auto", device_type: str = "cpu", native_bf16: bool = False,
            model: str = "", single_pass: bool = False, cuda_graphs="auto", dropout="auto", negatives="auto",
-           drawn: str = "", last_layer="auto") -> FastPlan:
+           drawn: str = "", last_layer="auto", fused="auto", learner: str = "adam") -> FastPlan:
     """The fast plan for one run (pure), from the model's facts that hold on `device_type` (facts.py);
     `native_bf16`: the device computes bf16 natively (a CPU's avx512_bf16/amx_bf16, a GPU's
-    `torch.cuda.is_bf16_supported()`); `drawn`: the training negatives' distribution (data.py)."""
+    `torch.cuda.is_bf16_supported()`); `drawn`: the training negatives' distribution (data.py); `fused`,
+    `learner`: fast_fused_optimizer and RecBole's optimizer (fused.py)."""
     _check_settings(precision, compile)
     masks, masks_why = dropout_choice(dropout, device_type)
     negatives, negatives_why = negatives_choice(negatives, device_type, drawn)
     last_layer, last_layer_why = last_layer_choice(last_layer, model)
+    fused, fused_why = fused_choice(fused, learner, device_type)
     if single_pass:
         return FastPlan(reason=f"{model} is fitted in one pass without a training loop: nothing to accelerate")
     here, elsewhere = facts_of(model, device_type)
@@ -166,10 +171,10 @@ def choose(*, precision: str = "auto", compile="auto", device_type: str = "cpu",
     if not scoring:
         reasons.append(f"scoring eager: {first['eager scoring'].text()}")
     graphs, why = graphs_choice(cuda_graphs, compiled, device_type)
-    reasons += [text for text in (why, masks_why, negatives_why, last_layer_why) if text]
+    reasons += [text for text in (why, masks_why, negatives_why, last_layer_why, fused_why) if text]
     return FastPlan(precision, compiled, scaler=precision == "fp16" and device_type == "cuda", compile_scoring=scoring,
                     reason="; ".join(reasons + unused), cuda_graphs=graphs, dropout=masks, negatives=negatives,
-                    last_layer=last_layer)
+                    last_layer=last_layer, fused_optimizer=fused)
 
 
 def _precision_choice(precision: str, first: dict, here: list, device_type: str, native_bf16: bool) -> tuple[str, str]:
@@ -228,7 +233,8 @@ def plan_for(config, model_name: str, single_pass: bool = False) -> FastPlan | N
                   device_type=device.type, native_bf16=native, model=model_name, single_pass=single_pass,
                   cuda_graphs=setting(config, "fast_cuda_graphs"), dropout=setting(config, "fast_dropout"),
                   negatives=setting(config, "fast_negatives"), drawn=training_draws(config),
-                  last_layer=setting(config, "fast_last_layer"))
+                  last_layer=setting(config, "fast_last_layer"), fused=setting(config, "fast_fused_optimizer"),
+                  learner=config["learner"] or "adam")
 
 
 def loader_settings(config, single_pass: bool = False, evaluation: bool = True) -> dict:
@@ -249,50 +255,25 @@ def cpu_has_native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
-def share_compile_cache(folder: Path) -> None:
-    """Let every run under one output folder share the compiler's cache, unless the user chose one.
-
-    torch sets TORCHINDUCTOR_CACHE_DIR to its default (a folder in /tmp) as soon as it imports its
-    compiler, so a value equal to that default is not the user's choice.
-    """
-    current = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    if current is None or current == _torch_default_cache_dir():
-        folder.mkdir(parents=True, exist_ok=True)
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
-
-
-def compile_cache_folder() -> Path:
-    """The compiler's cache folder this process uses: `TORCHINDUCTOR_CACHE_DIR`, else torch's default."""
-    return Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or _torch_default_cache_dir() or tempfile.gettempdir())
-
-
-def _torch_default_cache_dir() -> str | None:
-    try:
-        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
-    except ImportError:  # another torch: only an unset variable is replaced
-        return None
-    return os.path.abspath(default_cache_dir())
-
-
 def same_plan_key(plan: dict | None) -> tuple | None:
     """What must match for a fast run to resume another's checkpoint (pure): precision, compile, scaler,
     compiled scoring (a plan saved before scoring could stay eager compiled it), the dropout masks'
     generator (a plan saved before numpy's masks drew torch's), who drew the negatives, the last layer at the
-    scored positions only (it draws fewer dropout masks)."""
+    scored positions only (it draws fewer dropout masks), the fused optimizer step (other last bits)."""
     if not plan:
         return None
     stored = FastPlan.stored(plan)
     if stored.changes_nothing:
         return None
     return (stored.precision, stored.compile, stored.scaler, stored.compile and stored.compile_scoring, stored.dropout,
-            stored.negatives, stored.last_layer)
+            stored.negatives, stored.last_layer, stored.fused_optimizer)
 
 
 def plan_text(key: tuple | None) -> str:
     """`same_plan_key`'s value in words (pure)."""
     if key is None:
         return "exactly (no fast mode)"
-    precision, compiled, scaler, scoring, masks, negatives, last_layer = key
+    precision, compiled, scaler, scoring, masks, negatives, last_layer, fused = key
     plan = FastPlan(precision, compiled, scaler, compile_scoring=scoring or not compiled, dropout=masks, negatives=negatives,
-                    last_layer=last_layer)
+                    last_layer=last_layer, fused_optimizer=fused)
     return f"in fast mode ({plan.settings()})"
