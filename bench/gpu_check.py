@@ -1,7 +1,7 @@
 """The project's GPU check: docs/runs.md's promises on the device at hand, in minutes, as one table.
 
     bash bench/gpu_check.sh WHEELS_DIR           # a GPU machine with torch but not RecBole (../shared/GPU.md)
-    python bench/gpu_check.py [--tiny] [--out DIR] [--steps resume+tests,fast,profile,main,graphs,models,loops,windows,optimizer,cells,seeds]
+    python bench/gpu_check.py [--tiny] [--out DIR] [--steps resume+tests,fast,profile,main,graphs,models,loops,windows,optimizer,attention,cells,seeds]
                               [--data-path DIR] [--budget S]
 
 Steps, in order of importance, each time-boxed and written to OUT/steps/<step>.json as it ends (steps
@@ -38,6 +38,8 @@ joined by "+" run at the same time: only steps that time nothing should share th
           ml-100k): seconds an epoch, the same batches
   optimizer  RecBole's optimizer step against fast mode's fused one, alone (bench/bench_optimizer.py:
           SASRec and BPR; tiny: SASRec on ml-100k): milliseconds a step, weights apart
+  attention  the main job with --fast and fast_attention: true (scaled_dot_product_attention), 3 epochs,
+          against the fast step's run: seconds per epoch, compile, test NDCG@10
   cells   4 seeds of the quick job at once on one GPU (--gpus 0,0,0,0 --workers 4) against one at a time:
           the commands' seconds, and the cells' from the first start to the last end (sweep.jsonl)
   seeds   the main job, 3 epochs, seeds 1-3, exact and --fast (one sweep): fast mode's test NDCG@10
@@ -394,10 +396,12 @@ def _stopped(run: dict) -> str:
 
 
 def _plan(plan: dict | None) -> str:
+    """A run's fast plan in the words of its log line (FastPlan.settings)."""
     if not plan:
         return ""
-    parts = [plan.get("precision", "fp32"), "compiled" if plan.get("compile") else "eager"]
-    return ", ".join(parts + (["CUDA graphs"] if plan.get("cuda_graphs") else []))
+    from recrunner.training.fast.plan import FastPlan
+
+    return FastPlan.stored(plan).settings()
 
 
 def main_job(check: Check) -> dict:
@@ -652,6 +656,22 @@ def windows(check: Check) -> dict:
                                                 f"({ratio}; {batches} batches, the same)"}
 
 
+def attention(check: Check) -> dict:
+    """The main job with --fast and its attention by scaled_dot_product_attention (fast_attention: true,
+    attention.py), against the `fast` step's run where it ran: seconds, compile, test NDCG@10."""
+    job = {**check.job(3), **check.tiny_fast, "fast_attention": True}
+    cache = _cache(check)
+    run, busy = check.timed_run("main-fast-attention", job, "--fast", timeout=420)
+    before = recorded(check, "main-fast")
+    return {"--fast, attention in one kernel, plan": run.get("fast_plan", ""),
+            "--fast, attention in one kernel, s/epoch training": _seconds(run, "train_seconds")
+            + (f" (the fast step's: {_seconds(before, 'train_seconds')})" if before.get("train_seconds") else ""),
+            "--fast, attention in one kernel, GPU busy": busy.text(),
+            "--fast, attention in one kernel, compile s": _compile(run, cache),
+            "--fast, attention in one kernel, test ndcg@10": str(run.get("test", {}).get("ndcg@10"))
+            + (f" (the fast step's: {before.get('test', {}).get('ndcg@10')})" if before.get("test") else "")}
+
+
 def optimizer(check: Check) -> dict:
     """bench/bench_optimizer.py's rows: RecBole's optimizer step against fast mode's fused one (fused.py), alone."""
     cases = ["SASRec:ml-100k"] if check.tiny else [f"SASRec:{check.dataset}", f"BPR:{check.dataset}"]
@@ -694,7 +714,7 @@ def _per_batch(found: dict) -> str:
 
 
 STEPS = {"resume": resume, "tests": tests, "main": main_job, "graphs": graph_step, "fast": fast, "profile": profile, "models": models,
-         "loops": loops, "windows": windows, "optimizer": optimizer, "cells": cells, "seeds": seeds}
+         "loops": loops, "windows": windows, "optimizer": optimizer, "attention": attention, "cells": cells, "seeds": seeds}
 
 
 def _seconds(run: dict, key: str = "epoch_seconds") -> str:

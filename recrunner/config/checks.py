@@ -65,7 +65,7 @@ def impossible_values(params: Mapping[str, Any]) -> list[str]:
             if key in _CHOICES and value not in _CHOICES[key][0]:
                 choices, what = _CHOICES[key]
                 problems.append(f"{key} {value!r} is not {what}; choose one of {', '.join(choices)}")
-            if key in ("fast_compile", "fast_cuda_graphs", "fast_last_layer", "fast_fused_optimizer", "cuda_graph_step") and value not in SWITCH:
+            if key in ("fast_compile", "fast_cuda_graphs", "fast_last_layer", "fast_fused_optimizer", "fast_attention", "cuda_graph_step") and value not in SWITCH:
                 problems.append(f"{key} {value!r} must be auto, true or false")
             unknown = [m for m in numbers if key == "metrics" and METRICS and str(m).lower() not in METRICS]
             if unknown:

@@ -129,8 +129,8 @@ class Checkpointer:
         now = same_plan_key(trainer.fast.as_dict() if trainer.fast is not None else None)
         if then != now:
             raise CheckpointError(f"{resume_file} was trained {plan_text(then)}, this run would train {plan_text(now)}; "
-                                  "set fast, fast_precision, fast_compile, fast_dropout, fast_negatives, fast_last_layer and "
-                                  "fast_fused_optimizer as the run had them, or pass --restart")
+                                  "set fast, fast_precision, fast_compile, fast_dropout, fast_negatives, fast_last_layer, "
+                                  "fast_fused_optimizer and fast_attention as the run had them, or pass --restart")
         if trainer.grad_scaler is not None and (saved or {}).get("scaler"):
             trainer.grad_scaler.load_state_dict(saved["scaler"])
 

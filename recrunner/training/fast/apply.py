@@ -16,6 +16,7 @@ import re
 
 import torch
 
+from .attention import fused_attention
 from .dropout import numpy_masks
 from .failures import Failure, FailureBook, model_key
 from .fused import fused_optimizer
@@ -182,6 +183,8 @@ def accelerate(model: torch.nn.Module, plan: FastPlan) -> list[str]:
                     + ("; its loss is not replayed as CUDA graphs (one per value)" if plan.cuda_graphs else ""))
     if plan.dropout == "numpy":
         numpy_masks(model)
+    if plan.attention:
+        fused_attention(model)
     if plan.last_layer:
         last_layer_only(model)
     return wrapped

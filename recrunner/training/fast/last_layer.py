@@ -42,6 +42,7 @@ import torch
 
 from ...config.checks import SWITCH
 from ...core.errors import ConfigError
+from .attention import attend, is_fused
 
 logger = logging.getLogger("recrunner")
 
@@ -188,7 +189,10 @@ def _last_layer_at(layer, hidden: torch.Tensor, mask: torch.Tensor, kept: torch.
 
 def attend_from(attention, queries: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """RecBole's `MultiHeadAttention.forward` with queries at some positions only: `queries` [B, Q, H]
-    attend over `memory` [B, L, H] with `mask` [B, 1, Q or 1, L]; the residual is the queries'."""
+    attend over `memory` [B, L, H] with `mask` [B, 1, Q or 1, L]; the residual is the queries'. In one
+    kernel where fast_attention gave the module its forward (attention.py)."""
+    if is_fused(attention):
+        return attend(attention, queries, memory, mask)
     query = attention.transpose_for_scores(attention.query(queries)).permute(0, 2, 1, 3)
     key = attention.transpose_for_scores(attention.key(memory)).permute(0, 2, 3, 1)
     value = attention.transpose_for_scores(attention.value(memory)).permute(0, 2, 1, 3)

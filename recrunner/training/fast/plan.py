@@ -36,6 +36,8 @@ and says what it changed. What it does, and the one place each decision is made:
 |                              | to recrunner.data)   | sampler                                                  |
 | the optimizer's step         | `fused_choice`       | on a GPU one fused kernel (RecBole's Adam, AdamW, SGD),  |
 |                              | (pure, fused.py)     | other last bits than RecBole's step; on a CPU RecBole's  |
+| RecBole's attention          | `attention_choice`   | `fast_attention: true`: scaled_dot_product_attention, one |
+|                              | (pure, attention.py) | kernel on a GPU, its own dropout draws; `auto`: off       |
 | SASRec's, BERT4Rec's last    | `last_layer_choice`  | computed at the positions the loss and the scores read   |
 | transformer layer            | (pure, last_layer.py)| only: 43% of the main job's arithmetic; the same         |
 |                              |                      | function, rounded otherwise, other dropout draws         |
@@ -62,6 +64,7 @@ import torch
 from ...config.checks import FAST_PRECISIONS as PRECISIONS, SWITCH
 from ...config.params import setting
 from ...core.errors import ConfigError
+from .attention import attention_choice
 from .data import full_sort_users, negatives_choice, training_draws
 from .dropout import dropout_choice
 from .facts import CPU_DEFAULT, Fact, facts_of
@@ -87,6 +90,7 @@ class FastPlan:
     negatives: str = "numpy"  # numpy | torch: who draws the training negatives (data.py)
     last_layer: bool = False  # SASRec's, BERT4Rec's last transformer layer at the scored positions only (last_layer.py)
     fused_optimizer: bool = False  # the optimizer's step as one fused kernel (fused.py)
+    attention: bool = False   # RecBole's attention by scaled_dot_product_attention (attention.py)
 
     @property
     def dtype(self):
@@ -96,7 +100,7 @@ class FastPlan:
     def model_unchanged(self) -> bool:
         """fp32, not compiled, every layer at every position: the model's methods run as RecBole's (the one
         place this rule is written)."""
-        return self.dtype is None and not self.compile and not self.last_layer
+        return self.dtype is None and not self.compile and not self.last_layer and not self.attention
 
     @property
     def changes_nothing(self) -> bool:
@@ -120,6 +124,7 @@ class FastPlan:
         parts += ["numpy's dropout masks"] if self.dropout == "numpy" else []
         parts += ["negatives drawn by torch"] if self.negatives == "torch" else []
         parts += ["last layer at the scored positions"] if self.last_layer else []
+        parts += ["attention in one kernel"] if self.attention else []
         parts += ["fused optimizer step"] if self.fused_optimizer else []
         return ", ".join(parts)
 
@@ -130,23 +135,24 @@ class FastPlan:
     def stored(cls, plan: dict) -> FastPlan:
         """The plan a last.pth or metrics.json holds (`as_dict`); a key an older recrunner did not write
         takes the value of its time (scoring compiled with the loss, torch's dropout masks, RecBole's negatives,
-        every layer at every position, RecBole's optimizer step)."""
+        every layer at every position, RecBole's optimizer step and attention)."""
         names = {field.name for field in fields(cls)}
         return cls(**{name: value for name, value in plan.items() if name in names})
 
 
 def choose(*, precision: str = "auto", compile="auto", device_type: str = "cpu", native_bf16: bool = False,
            model: str = "", single_pass: bool = False, cuda_graphs="auto", dropout="auto", negatives="auto",
-           drawn: str = "", last_layer="auto", fused="auto", learner: str = "adam") -> FastPlan:
+           drawn: str = "", last_layer="auto", fused="auto", learner: str = "adam", attention="auto") -> FastPlan:
     """The fast plan for one run (pure), from the model's facts that hold on `device_type` (facts.py);
     `native_bf16`: the device computes bf16 natively (a CPU's avx512_bf16/amx_bf16, a GPU's
     `torch.cuda.is_bf16_supported()`); `drawn`: the training negatives' distribution (data.py); `fused`,
-    `learner`: fast_fused_optimizer and RecBole's optimizer (fused.py)."""
+    `learner`: fast_fused_optimizer and RecBole's optimizer (fused.py); `attention`: fast_attention (attention.py)."""
     _check_settings(precision, compile)
     masks, masks_why = dropout_choice(dropout, device_type)
     negatives, negatives_why = negatives_choice(negatives, device_type, drawn)
     last_layer, last_layer_why = last_layer_choice(last_layer, model)
     fused, fused_why = fused_choice(fused, learner, device_type)
+    attention, attention_why = attention_choice(attention)
     if single_pass:
         return FastPlan(reason=f"{model} is fitted in one pass without a training loop: nothing to accelerate")
     here, elsewhere = facts_of(model, device_type)
@@ -171,10 +177,10 @@ def choose(*, precision: str = "auto", compile="auto", device_type: str = "cpu",
     if not scoring:
         reasons.append(f"scoring eager: {first['eager scoring'].text()}")
     graphs, why = graphs_choice(cuda_graphs, compiled, device_type)
-    reasons += [text for text in (why, masks_why, negatives_why, last_layer_why, fused_why) if text]
+    reasons += [text for text in (why, masks_why, negatives_why, last_layer_why, attention_why, fused_why) if text]
     return FastPlan(precision, compiled, scaler=precision == "fp16" and device_type == "cuda", compile_scoring=scoring,
                     reason="; ".join(reasons + unused), cuda_graphs=graphs, dropout=masks, negatives=negatives,
-                    last_layer=last_layer, fused_optimizer=fused)
+                    last_layer=last_layer, fused_optimizer=fused, attention=attention)
 
 
 def _precision_choice(precision: str, first: dict, here: list, device_type: str, native_bf16: bool) -> tuple[str, str]:
@@ -234,7 +240,7 @@ def plan_for(config, model_name: str, single_pass: bool = False) -> FastPlan | N
                   cuda_graphs=setting(config, "fast_cuda_graphs"), dropout=setting(config, "fast_dropout"),
                   negatives=setting(config, "fast_negatives"), drawn=training_draws(config),
                   last_layer=setting(config, "fast_last_layer"), fused=setting(config, "fast_fused_optimizer"),
-                  learner=config["learner"] or "adam")
+                  learner=config["learner"] or "adam", attention=setting(config, "fast_attention"))
 
 
 def loader_settings(config, single_pass: bool = False, evaluation: bool = True) -> dict:
@@ -259,21 +265,22 @@ def same_plan_key(plan: dict | None) -> tuple | None:
     """What must match for a fast run to resume another's checkpoint (pure): precision, compile, scaler,
     compiled scoring (a plan saved before scoring could stay eager compiled it), the dropout masks'
     generator (a plan saved before numpy's masks drew torch's), who drew the negatives, the last layer at the
-    scored positions only (it draws fewer dropout masks), the fused optimizer step (other last bits)."""
+    scored positions only (it draws fewer dropout masks), the fused optimizer step (other last bits), the attention
+    in one kernel (its own dropout draws)."""
     if not plan:
         return None
     stored = FastPlan.stored(plan)
     if stored.changes_nothing:
         return None
     return (stored.precision, stored.compile, stored.scaler, stored.compile and stored.compile_scoring, stored.dropout,
-            stored.negatives, stored.last_layer, stored.fused_optimizer)
+            stored.negatives, stored.last_layer, stored.fused_optimizer, stored.attention)
 
 
 def plan_text(key: tuple | None) -> str:
     """`same_plan_key`'s value in words (pure)."""
     if key is None:
         return "exactly (no fast mode)"
-    precision, compiled, scaler, scoring, masks, negatives, last_layer, fused = key
+    precision, compiled, scaler, scoring, masks, negatives, last_layer, fused, attention = key
     plan = FastPlan(precision, compiled, scaler, compile_scoring=scoring or not compiled, dropout=masks, negatives=negatives,
-                    last_layer=last_layer, fused_optimizer=fused)
+                    last_layer=last_layer, fused_optimizer=fused, attention=attention)
     return f"in fast mode ({plan.settings()})"
