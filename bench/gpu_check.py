@@ -1,7 +1,7 @@
 """The project's GPU check: docs/runs.md's promises on the device at hand, in minutes, as one table.
 
     bash bench/gpu_check.sh WHEELS_DIR           # a GPU machine with torch but not RecBole (../shared/GPU.md)
-    python bench/gpu_check.py [--tiny] [--out DIR] [--steps resume+tests,fast,profile,main,graphs,models,loops,windows,optimizer,attention,cells,seeds]
+    python bench/gpu_check.py [--tiny] [--out DIR] [--steps resume+tests,fast,profile,main,graphs,models,loops,windows,optimizer,attention,whole,cells,seeds]
                               [--data-path DIR] [--budget S]
 
 Steps, in order of importance, each time-boxed and written to OUT/steps/<step>.json as it ends (steps
@@ -40,6 +40,8 @@ joined by "+" run at the same time: only steps that time nothing should share th
           SASRec and BPR; tiny: SASRec on ml-100k): milliseconds a step, weights apart
   attention  the main job with --fast and fast_attention: true (scaled_dot_product_attention), 3 epochs,
           against the fast step's run: seconds per epoch, compile, test NDCG@10
+  whole   the main job with --fast and cuda_graph_optimizer: true (forward, backward and the optimizer's
+          step from one CUDA graph), then with fast_attention: true as well, against the fast step's run
   cells   4 seeds of the quick job at once on one GPU (--gpus 0,0,0,0 --workers 4) against one at a time:
           the commands' seconds, and the cells' from the first start to the last end (sweep.jsonl)
   seeds   the main job, 3 epochs, seeds 1-3, exact and --fast (one sweep): fast mode's test NDCG@10
@@ -78,7 +80,9 @@ DEVICE_TESTS = ["tests/test_resume.py", "tests/test_equivalence.py", "tests/test
                 # added since the last lease that ran them (2026-11-27), each a GPU run's path: CPU-built positives
                 # met GPU scores in test_collector's code there (2026-11-29)
                 "tests/test_collector.py", "tests/test_host_loops.py", "tests/test_fast_last_layer.py",
-                "tests/test_negatives.py", "tests/test_loss_reads.py", "tests/test_fast_dropout.py"]
+                "tests/test_negatives.py", "tests/test_loss_reads.py", "tests/test_fast_dropout.py",
+                # new since the lease of 2026-11-30: fast mode's fused step, attention in one kernel, the whole step recorded
+                "tests/test_fast_fused.py", "tests/test_fast_attention.py", "tests/test_whole_step.py"]
 TINY = {"hidden_size": 16, "inner_size": 32, "n_layers": 1, "n_heads": 1, "MAX_ITEM_LIST_LENGTH": 10,
         "user_inter_num_interval": "[10,60]"}
 QUICK = {"hidden_size": 32, "inner_size": 64, "n_layers": 1, "n_heads": 1, "MAX_ITEM_LIST_LENGTH": 20}  # configs/quick.yaml
@@ -351,8 +355,8 @@ def recorded(check: Check, sweep: str) -> dict:
             "compile_cache": record.get("compile_cache") or {},
             "train_windows": train_windows(history),
             "fast_plan": _plan((record.get("provenance") or {}).get("fast")),
-            "graphs": [found.group(1) for line in _log(metrics.parent)
-                       if (found := re.search(r"cuda_graph_step(?: \(auto\))?: (.*)", line))]}
+            "graphs": [found.group(0) for line in _log(metrics.parent)
+                       if (found := re.search(r"cuda_graph_(?:step|optimizer)(?: \(auto\))?: (.*)", line))]}
 
 
 def _log(run_dir: Path) -> list[str]:
@@ -598,7 +602,8 @@ def profile(check: Check) -> dict:
     """bench/profile_batches.py on the main job, exact and --fast (on a GPU also with its step graphed), a window of epoch 1's batches; its
     trace into traces/."""
     rows = {}
-    graphed = (("--fast, step from CUDA graphs", "profile-fast-graphs", {"fast": True}),) \
+    graphed = (("--fast, step from CUDA graphs", "profile-fast-graphs", {"fast": True}),
+               ("--fast, whole step from one CUDA graph", "profile-fast-whole", {"fast": True, "cuda_graph_optimizer": True})) \
         if check.gpu else ()  # exact mode's graphed step: its kernels alone take 8.4 of its 9.2 ms (the H200)
     for name, log, extra in (("exact", "profile-exact", {}),
                              ("--fast", "profile-fast", {"fast": True, "cuda_graph_step": False, **check.tiny_fast}), *graphed):
@@ -658,18 +663,35 @@ def windows(check: Check) -> dict:
 
 def attention(check: Check) -> dict:
     """The main job with --fast and its attention by scaled_dot_product_attention (fast_attention: true,
-    attention.py), against the `fast` step's run where it ran: seconds, compile, test NDCG@10."""
-    job = {**check.job(3), **check.tiny_fast, "fast_attention": True}
+    attention.py), against the `fast` step's run where it ran."""
+    return fast_variant(check, "attention in one kernel", "main-fast-attention", {"fast_attention": True})
+
+
+def whole(check: Check) -> dict:
+    """The main job with --fast and its whole step (forward, backward, the fused optimizer's step) replayed from
+    one CUDA graph (cuda_graph_optimizer: true, loop/whole_step.py), alone and with the attention in one kernel,
+    against the `fast` step's run where it ran (on a CPU the run says why it trains eagerly)."""
+    return {**fast_variant(check, "whole step", "main-fast-whole", {"cuda_graph_optimizer": True}),
+            **fast_variant(check, "whole step and attention in one kernel", "main-fast-whole-attention",
+                           {"cuda_graph_optimizer": True, "fast_attention": True})}
+
+
+def fast_variant(check: Check, name: str, sweep: str, extra: dict) -> dict:
+    """The main job, 3 epochs with --fast and `extra`: its plan, seconds, GPU busy, compile, test NDCG@10, its
+    recorded steps, each beside the `fast` step's run where it ran."""
     cache = _cache(check)
-    run, busy = check.timed_run("main-fast-attention", job, "--fast", timeout=420)
+    run, busy = check.timed_run(sweep, {**check.job(3), **check.tiny_fast, **extra}, "--fast", timeout=420)
+    if "stopped" in run:
+        return {f"--fast, {name}": _stopped(run)}
     before = recorded(check, "main-fast")
-    return {"--fast, attention in one kernel, plan": run.get("fast_plan", ""),
-            "--fast, attention in one kernel, s/epoch training": _seconds(run, "train_seconds")
+    ndcg = str(run.get("test", {}).get("ndcg@10"))
+    return {f"--fast, {name}, plan": run.get("fast_plan", ""),
+            f"--fast, {name}, s/epoch training": _seconds(run, "train_seconds")
             + (f" (the fast step's: {_seconds(before, 'train_seconds')})" if before.get("train_seconds") else ""),
-            "--fast, attention in one kernel, GPU busy": busy.text(),
-            "--fast, attention in one kernel, compile s": _compile(run, cache),
-            "--fast, attention in one kernel, test ndcg@10": str(run.get("test", {}).get("ndcg@10"))
-            + (f" (the fast step's: {before.get('test', {}).get('ndcg@10')})" if before.get("test") else "")}
+            f"--fast, {name}, GPU busy": busy.text(), f"--fast, {name}, compile s": _compile(run, cache),
+            f"--fast, {name}, test ndcg@10": ndcg + (f" (the fast step's: {before['test'].get('ndcg@10')})"
+                                                    if before.get("test") else ""),
+            f"--fast, {name}, its step": "; ".join(run.get("graphs") or []) or "no cuda_graph line"}
 
 
 def optimizer(check: Check) -> dict:
@@ -714,7 +736,7 @@ def _per_batch(found: dict) -> str:
 
 
 STEPS = {"resume": resume, "tests": tests, "main": main_job, "graphs": graph_step, "fast": fast, "profile": profile, "models": models,
-         "loops": loops, "windows": windows, "optimizer": optimizer, "attention": attention, "cells": cells, "seeds": seeds}
+         "loops": loops, "windows": windows, "optimizer": optimizer, "attention": attention, "whole": whole, "cells": cells, "seeds": seeds}
 
 
 def _seconds(run: dict, key: str = "epoch_seconds") -> str:

@@ -14,7 +14,7 @@ from .conftest import REPO
 
 def test_the_gpu_check_runs_on_a_cpu_at_tiny_sizes_and_every_promise_holds(tmp_path):
     # `tests` is the suite's own business here; steps joined by + run at once, as `resume+tests` does on a GPU
-    steps = "resume+main,profile+fast+models+loops+windows+optimizer,attention,cells,seeds"
+    steps = "resume+main,profile+fast+models+loops+windows+optimizer,attention,whole,cells,seeds"
     done = subprocess.run([sys.executable, "bench/gpu_check.py", "--out", str(tmp_path), "--steps", steps],
                           cwd=REPO, capture_output=True, text=True, timeout=900)
 
@@ -44,6 +44,8 @@ def test_the_gpu_check_runs_on_a_cpu_at_tiny_sizes_and_every_promise_holds(tmp_p
                         table["optimizer step SASRec:ml-100k, RecBole's / fused"])
     assert "attention in one kernel" in table["--fast, attention in one kernel, plan"]
     assert re.fullmatch(r"0\.\d{4} \(the fast step's: 0\.\d{4}\)", table["--fast, attention in one kernel, test ndcg@10"])
+    assert table["--fast, whole step, its step"] == \
+        "cuda_graph_optimizer: CUDA graphs need a CUDA device; SASRec trains eagerly on cpu"
     assert (tmp_path / "gpu_check.md").read_text().startswith("# GPU check on CPU")
     assert re.fullmatch(r"[\d.]+ s one at a time, [\d.]+ s at once \([\d.]+x\)", table["4 cells, first start to last end"])
     assert re.fullmatch(r"exact (0\.\d{4}, ){2}0\.\d{4} \(seeds 1, 2, 3\); --fast (0\.\d{4}, ){2}0\.\d{4}: [0-3] of 3 within .*",

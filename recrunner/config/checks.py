@@ -31,6 +31,8 @@ FAST_NEGATIVES = ("auto", "numpy", "torch")  # who draws fast mode's training ne
 POP_COUNTS = ("batches", "interactions")  # Pop's counts: RecBole 1.2.1's, or every interaction (seams/models.py)
 _CHOICES = {"fast_precision": (FAST_PRECISIONS, "a precision"), "fast_dropout": (FAST_DROPOUTS, "a generator of masks"),
             "fast_negatives": (FAST_NEGATIVES, "a generator of negatives"), "pop_counts": (POP_COUNTS, "a way to count")}
+_SWITCHES = ("fast_compile", "fast_cuda_graphs", "fast_last_layer", "fast_fused_optimizer", "fast_attention",
+             "cuda_graph_step", "cuda_graph_optimizer")  # auto | true | false
 LEARNERS = ("adam", "adamw", "sgd", "adagrad", "rmsprop", "sparse_adam")  # recbole.trainer.Trainer._build_optimizer
 _AT_LEAST_ONE = {"epochs", "train_batch_size", "eval_batch_size", "checkpoint_every", "gradient_accumulation_steps",
                  "eval_every_steps", "checkpoint_every_steps", "log_every_steps",
@@ -65,7 +67,7 @@ def impossible_values(params: Mapping[str, Any]) -> list[str]:
             if key in _CHOICES and value not in _CHOICES[key][0]:
                 choices, what = _CHOICES[key]
                 problems.append(f"{key} {value!r} is not {what}; choose one of {', '.join(choices)}")
-            if key in ("fast_compile", "fast_cuda_graphs", "fast_last_layer", "fast_fused_optimizer", "fast_attention", "cuda_graph_step") and value not in SWITCH:
+            if key in _SWITCHES and value not in SWITCH:
                 problems.append(f"{key} {value!r} must be auto, true or false")
             unknown = [m for m in numbers if key == "metrics" and METRICS and str(m).lower() not in METRICS]
             if unknown:

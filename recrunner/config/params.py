@@ -69,6 +69,7 @@ RECRUNNER_DEFAULTS: dict[str, Any] = {
     "batches_on_device": True,          # a GPU run's tables copied to the GPU once, batches gathered there (docs/fast.md)
     "read_loss_every": "auto",          # auto | N: batch losses read from a GPU every N batches, not each (docs/fast.md)
     "cuda_graph_step": "auto",          # auto | true | false: the loss's forward and backward replayed from CUDA graphs (auto: fast mode on a GPU; docs/fast.md)
+    "cuda_graph_optimizer": "auto",     # auto | true | false: the optimizer's step recorded with forward and backward in one CUDA graph (auto: off; docs/fast.md)
     "tf32": False,                      # a GPU's fp32 matrix products in TF32: faster, numbers change (docs/fast.md)
     "fast": False,                      # fast mode: compiled, reduced precision (docs/fast.md); off: exact
     "fast_precision": "auto",           # auto | bf16 | fp16 | fp32: autocast dtype in fast mode

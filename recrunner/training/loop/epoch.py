@@ -10,7 +10,9 @@
 | host waits for the GPU's forward pass before it can      | others (`read_loss_every`, loop/losses.py):    |
 | queue the backward                                       | every batch on a CPU, every 32 on a GPU        |
 | `loss_func` or `model.calculate_loss`                    | the same, replayed from CUDA graphs under      |
-|                                                          | `cuda_graph_step: true` (loop/graphs.py)       |
+|                                                          | `cuda_graph_step: true` (loop/graphs.py); with |
+|                                                          | the backward and the step under                |
+|                                                          | `cuda_graph_optimizer` (loop/whole_step.py)    |
 | `scaler.scale(loss + sync_loss)` (0 outside its own DDP) | `scaler.scale(loss)`: the same gradient        |
 | `train_data.sampler.set_epoch` for its own DDP           | never needed: recrunner's data-parallel runs   |
 |                                                          | are its own (`single_spec` stays True)         |
@@ -33,6 +35,7 @@ def train_epoch(trainer, train_data, epoch_idx, loss_func=None, show_progress=Fa
     from recbole.utils import get_gpu_usage, set_color
 
     trainer.model.train()
+    whole = trainer.whole_step if loss_func is None else None  # cuda_graph_optimizer: loop/whole_step.py
     loss_func = loss_func or trainer.graph_loss or trainer.model.calculate_loss  # graph_loss: loop/graphs.py
     steps = trainer.steps
     batches = train_data
@@ -43,6 +46,10 @@ def train_epoch(trainer, train_data, epoch_idx, loss_func=None, show_progress=Fa
     scaler = torch.amp.GradScaler("cuda", enabled=trainer.enable_scaler)  # RecBole's torch.cuda.amp.GradScaler
     for interaction in batches:
         interaction = interaction.to(trainer.device)
+        replayed = whole(interaction) if whole is not None else None
+        if replayed is not None:  # forward, backward and the optimizer's step in one replay; its loss read after
+            steps.batch_loss(replayed, None)
+            continue
         trainer.optimizer.zero_grad()
         with torch.autocast(device_type=trainer.device.type, enabled=trainer.enable_amp):
             losses = loss_func(interaction)

@@ -9,7 +9,8 @@ events, and the hparams row in the run's own event file.
 TrainingState last.pth saves whole), `steps` (step schedules and the epoch's progress:
 loop/steps.py), `checkpoints` (checkpoints/checkpointer.py), `optimizer` (the one optimizer step:
 loop/optimizer.py), `world` (a data-parallel run's processes: distributed/), `fast` (fast mode's
-plan), `graph_loss` (the loss replayed from CUDA graphs: loop/graphs.py). Behaviour beyond the
+plan), `graph_loss` (the loss replayed from CUDA graphs: loop/graphs.py), `whole_step` (the loss, its
+backward and the optimizer's step replayed at once: loop/whole_step.py). Behaviour beyond the
 loop lives in callbacks (recrunner.training.callbacks): early stopping, the non-finite guard, the
 progress bar, the LR schedule, the history file, trackers. The trainer tracks the best epoch (by
 `valid_metric`, as RecBole) and carries out what callbacks request.
@@ -43,6 +44,7 @@ from ..fast.apply import go_fast
 from ..logging.tensorboard import RunWriter, default_hparams
 from . import device, output, validation
 from .graphs import graphed_loss
+from .whole_step import whole_step
 from .context import FitCall
 from .epoch import train_epoch
 from .evaluation import split_when_out_of_memory
@@ -85,7 +87,8 @@ class CustomTrainer(Trainer):
             average=self.world.average_gradients if self.world is not None else None)
         if isinstance(self.optimizer, OptimizerStep):
             self.clip_grad_norm = None  # the step clips the mean gradient once, not RecBole's loop each batch
-        self.graph_loss = graphed_loss(self)  # cuda_graph_step: the loss replayed from CUDA graphs (loop/graphs.py)
+        self.whole_step = whole_step(self)  # cuda_graph_optimizer: forward, backward and step in one replay (loop/whole_step.py)
+        self.graph_loss = None if self.whole_step else graphed_loss(self)  # cuda_graph_step: the loss replayed (loop/graphs.py)
 
     def _init_loop_state(self, config, callbacks, hparams, run_dir=None):
         """What recrunner's loop keeps beside RecBole's trainer attributes (also families/trees.py)."""
@@ -100,7 +103,7 @@ class CustomTrainer(Trainer):
         self.batches_per_epoch = self.steps_per_epoch = None  # known once fit sees the data
         self.call, self.test_per_user, self._generators = FitCall(), {}, {}
         self.fast, self.grad_scaler, self.world = None, None, None  # go_fast and processes.join set them
-        self.graph_loss = None  # the training loss replayed from CUDA graphs (loop/graphs.py), or None: eager
+        self.graph_loss = self.whole_step = None  # the loss, or the whole step, replayed from CUDA graphs, or None: eager
 
     # ------------------------------------------------------------------ the loop
     def fit(self, train_data, valid_data=None, verbose=True, saved=True, show_progress=False, callback_fn=None):
