@@ -1,6 +1,6 @@
 """RecBole's self-attention as one fused kernel in fast mode (`fast_attention`).
 
-RecBole's `MultiHeadAttention.forward` computes attention in four operators: a batched product of
+RecBole's `MultiHeadAttention.forward` computes attention operator by operator: a batched product of
 queries and keys, the scaled scores plus the mask, softmax, dropout, a batched product with the
 values. On an H200 the fast step's batched products ran on CUTLASS's Ampere WMMA GEMM, its largest
 kernel (0.25 ms a batch), and the fused softmax's forward and backward took 0.24 ms more, of the
@@ -14,7 +14,7 @@ What changes: the same function of the same weights (the same scale, 1/sqrt(head
 RecBole's additive mask of 0 and -10000), rounded otherwise; in training the attention
 probabilities' dropout is drawn inside the kernel (torch's generator, other draws than RecBole's
 `attn_dropout`, also where `fast_dropout: numpy` draws the other masks). `auto` is off: not measured
-on a GPU yet (the GPU check's `fast` step runs the main job with it; docs/fast.md).
+on a GPU yet (the GPU check's `attention` step runs the main job with it; docs/fast.md).
 """
 
 from __future__ import annotations
