@@ -55,6 +55,10 @@ def test_impossible_values_rule_is_pure_and_lets_possible_ones_pass():
                               "learning_rate": 1e-3, "train_neg_sample_args": {"sample_num": 1}}) == []
     assert len(impossible_values({"epochs": 0, "stopping_step": -1, "embedding_size": 0.5,
                                   "learning_rate": float("inf")})) == 4
+    # a switch is auto, true or false, each value of a grid's list too; 1 equals True in Python, yet is no switch
+    assert impossible_values({"fast_compile": [True, False], "cuda_graph_optimizer": "auto", "fast_attention": False}) == []
+    assert impossible_values({"cuda_graph_step": 1, "fast_fused_optimizer": [True, "yes"]}) == [
+        "cuda_graph_step 1 must be auto, true or false", "fast_fused_optimizer [True, 'yes'] must be auto, true or false"]
 
 
 def test_a_typo_in_a_grid_names_the_grid_file_and_line(base_args, tmp_path, capsys):

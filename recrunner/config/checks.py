@@ -57,6 +57,9 @@ def impossible_values(params: Mapping[str, Any]) -> list[str]:
             problems += [problem] if (problem := read_loss_every_problem(value)) else []
             continue
         numbers = value if isinstance(value, list) else [value]
+        if key in _SWITCHES and not all(v in SWITCH and type(v) in (str, bool) for v in numbers):  # 1 == True, yet no switch
+            problems.append(f"{key} {value!r} must be auto, true or false")
+            continue
         if key in _WHOLE and not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in numbers):
             problems.append(f"{_WHOLE[key]}: a whole number >= 1, got {value!r}")
             continue
@@ -67,8 +70,6 @@ def impossible_values(params: Mapping[str, Any]) -> list[str]:
             if key in _CHOICES and value not in _CHOICES[key][0]:
                 choices, what = _CHOICES[key]
                 problems.append(f"{key} {value!r} is not {what}; choose one of {', '.join(choices)}")
-            if key in _SWITCHES and value not in SWITCH:
-                problems.append(f"{key} {value!r} must be auto, true or false")
             unknown = [m for m in numbers if key == "metrics" and METRICS and str(m).lower() not in METRICS]
             if unknown:
                 problems.append(unknown_metric(unknown[0], METRICS))
