@@ -156,6 +156,20 @@ def trainer_and_data(workspace, model_name: str, params: dict, callbacks=()):
     return prepared.trainer_class(config, model, callbacks=callbacks), train, valid, test
 
 
+def model_and_sequences(root: Path, model_name: str, params: dict):
+    """RecBole's `model_name` built as a run builds it (ml-100k, `params`), and 40 sequences of every length from
+    1 to MAX_ITEM_LIST_LENGTH 10, padded after the last item as RecBole pads: (model, items, lengths)."""
+    (root / "datasets").mkdir(exist_ok=True)
+    workspace = Workspace(output_dir=root / "runs", data_path=root / "datasets", config_dir=REPO / "configs")
+    trainer, *_ = trainer_and_data(workspace, model_name, params)
+    model = trainer.model
+    torch.manual_seed(0)
+    lengths = torch.arange(1, 11).repeat(4)
+    items = torch.randint(1, model.n_items, (len(lengths), 10))
+    items[torch.arange(10).unsqueeze(0) >= lengths.unsqueeze(1)] = 0
+    return model, items.to(trainer.device), lengths.to(trainer.device)
+
+
 # Losses bit for bit on a CPU. A GPU's kernels that add with atomics (an embedding's backward) repeat only to
 # its run-to-run tolerance without `deterministic: true`, which plain RecBole does not set and BPR cannot
 # have there (index_add_cuda_): on an H200 an epoch's summed loss came out 47.96397161 against 47.96397257

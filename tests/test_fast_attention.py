@@ -4,14 +4,14 @@ function and gradients, with the last layer at the scored positions too, the pla
 import pytest
 import torch
 
-from recrunner import ConfigError, Experiment, Workspace, run_experiment
+from recrunner import ConfigError, Experiment, run_experiment
 from recrunner.training.fast.apply import accelerate
 from recrunner.training.fast.attention import attention_choice, attention_forward, fused_attention, is_fused
 from recrunner.training.fast.last_layer import last_position_forward, masked_positions_forward
 from recrunner.training.fast.plan import FastPlan, choose, plan_text, same_plan_key
 
-from .conftest import REPO, TINY_SASREC, trainer_and_data
-from .test_resume import _killed_run
+from .conftest import TINY_SASREC, model_and_sequences
+from .test_resume import killed_and_resumed, same_result
 
 
 def test_auto_keeps_recboles_attention_until_a_gpu_measures_it():
@@ -30,23 +30,10 @@ def test_auto_keeps_recboles_attention_until_a_gpu_measures_it():
     assert FastPlan.stored(older).attention is False and same_plan_key(older) != same_plan_key({**older, "attention": True})
 
 
-def _model(tmp_path_factory, name: str, params: dict):
-    root = tmp_path_factory.mktemp(name)
-    (root / "datasets").mkdir()
-    workspace = Workspace(output_dir=root / "runs", data_path=root / "datasets", config_dir=REPO / "configs")
-    trainer, *_ = trainer_and_data(workspace, name, params)
-    model = trainer.model
-    torch.manual_seed(0)
-    lengths = torch.arange(1, 11).repeat(4)  # 1 to MAX_ITEM_LIST_LENGTH
-    items = torch.randint(1, model.n_items, (len(lengths), 10))
-    items[torch.arange(10).unsqueeze(0) >= lengths.unsqueeze(1)] = 0  # RecBole's padding after the last item
-    return model, items.to(trainer.device), lengths.to(trainer.device)
-
-
 @pytest.fixture(scope="module")
 def sasrec(tmp_path_factory):
     """A two-layer, two-head SASRec (RecBole's structure at a small size) and sequences of every length."""
-    return _model(tmp_path_factory, "SASRec", {**TINY_SASREC, "n_layers": 2, "n_heads": 2})
+    return model_and_sequences(tmp_path_factory.mktemp("SASRec"), "SASRec", {**TINY_SASREC, "n_layers": 2, "n_heads": 2})
 
 
 def _outputs_and_gradients(model, forward, *args) -> dict:
@@ -88,7 +75,8 @@ def test_sasrec_computes_recboles_function_and_gradients(sasrec, last_layer):
 
 
 def test_bert4recs_bidirectional_mask_too(tmp_path_factory):
-    model, items, lengths = _model(tmp_path_factory, "BERT4Rec", {**TINY_SASREC, "n_layers": 2, "n_heads": 2})
+    model, items, lengths = model_and_sequences(tmp_path_factory.mktemp("BERT4Rec"), "BERT4Rec",
+                                                {**TINY_SASREC, "n_layers": 2, "n_heads": 2})
     model.eval()
     items = torch.cat([items[:, 1:], torch.full_like(items[:, :1], model.mask_token)], 1)  # scoring's appended mask
     for forward in (model.forward, lambda seq: masked_positions_forward(model, seq)):
@@ -133,10 +121,7 @@ def test_a_killed_run_with_it_resumes_to_the_uninterrupted_result(workspace, tmp
     reference = run_experiment(Experiment("SASRec", "ml-100k", params), workspace, console=False)
     assert reference.status == "ok"
     assert "last layer at the scored positions, attention in one kernel (" in (reference.run_dir / "run.log").read_text()
-    killed = Workspace(tmp_path / "killed-runs", workspace.data_path, workspace.config_dir)
-    _killed_run(killed, "SASRec", params, 2, "after-epoch")
-    resumed = run_experiment(Experiment("SASRec", "ml-100k", params), killed, console=False)
-    assert resumed.status == "ok" and "continuing at epoch 3" in (resumed.run_dir / "run.log").read_text()
-    assert (resumed.best_epoch, resumed.best_valid, resumed.test) == (reference.best_epoch, reference.best_valid, reference.test)
+    resumed, _ = killed_and_resumed(workspace, tmp_path, "SASRec", params, 2)
+    assert same_result(resumed, reference)
     with pytest.raises(ConfigError, match="fast_attention 'flash' must be auto, true or false"):
         run_experiment(Experiment("SASRec", "ml-100k", {**params, "fast_attention": "flash"}), workspace, console=False)

@@ -7,12 +7,12 @@ import json
 import pytest
 import torch
 
-from recrunner import ConfigError, Experiment, Workspace, run_experiment
+from recrunner import ConfigError, Experiment, run_experiment
 from recrunner.training.fast.fused import fused_choice, fused_optimizer
 from recrunner.training.fast.plan import FastPlan, choose, plan_text, same_plan_key
 
 from .conftest import TINY_SASREC
-from .test_resume import _killed_run
+from .test_resume import killed_and_resumed, same_result
 
 
 def test_auto_fuses_the_step_on_a_gpu_and_keeps_recboles_on_a_cpu():
@@ -79,11 +79,8 @@ def test_a_killed_run_with_the_fused_step_resumes_to_the_uninterrupted_result(wo
     assert state["optimizer"]["param_groups"][0]["fused"] is True
     assert json.loads((reference.run_dir / "metrics.json").read_text())["provenance"]["fast"]["fused_optimizer"] is True
 
-    killed = Workspace(tmp_path / "killed-runs", workspace.data_path, workspace.config_dir)
-    _killed_run(killed, "SASRec", params, 2, "after-epoch")
-    resumed = run_experiment(Experiment("SASRec", "ml-100k", params), killed, console=False)
-    assert resumed.status == "ok" and "continuing at epoch 3" in (resumed.run_dir / "run.log").read_text()
-    assert (resumed.best_epoch, resumed.best_valid, resumed.test) == (reference.best_epoch, reference.best_valid, reference.test)
+    resumed, killed = killed_and_resumed(workspace, tmp_path, "SASRec", params, 2)
+    assert same_result(resumed, reference)
 
     # RecBole's step never continues from the fused step's checkpoint
     unfused = run_experiment(Experiment("SASRec", "ml-100k", {**params, "fast_fused_optimizer": False}), killed,

@@ -15,7 +15,7 @@ from recrunner.training.fast.last_layer import (fused_last_position_forward, gra
                                                 masked_positions_forward, two_transformers_forward)
 from recrunner.training.fast.plan import FastPlan, choose, plan_text, same_plan_key
 
-from .conftest import REPO, TINY_SASREC, trainer_and_data
+from .conftest import REPO, TINY_SASREC, model_and_sequences, trainer_and_data
 from .test_resume import _killed_run
 
 
@@ -60,17 +60,7 @@ def test_a_bad_fast_last_layer_is_refused_before_a_run(workspace):
 @pytest.fixture(scope="module")
 def sasrec(tmp_path_factory):
     """A two-layer, two-head SASRec (RecBole's structure at a small size) and sequences of every length."""
-    root = tmp_path_factory.mktemp("last_layer")
-    params = {**TINY_SASREC, "n_layers": 2, "n_heads": 2}
-    (root / "datasets").mkdir()
-    workspace = Workspace(output_dir=root / "runs", data_path=root / "datasets", config_dir=REPO / "configs")
-    trainer, *_ = trainer_and_data(workspace, "SASRec", params)
-    model = trainer.model
-    torch.manual_seed(0)
-    lengths = torch.arange(1, 11).repeat(4)  # 1 to MAX_ITEM_LIST_LENGTH
-    items = torch.randint(1, model.n_items, (len(lengths), 10))
-    items[torch.arange(10).unsqueeze(0) >= lengths.unsqueeze(1)] = 0  # RecBole's padding after the last item
-    return model, items.to(trainer.device), lengths.to(trainer.device)
+    return model_and_sequences(tmp_path_factory.mktemp("last_layer"), "SASRec", {**TINY_SASREC, "n_layers": 2, "n_heads": 2})
 
 
 def test_the_forward_is_recboles_at_the_scored_position_with_its_gradients(sasrec):

@@ -55,6 +55,24 @@ def _killed_run(workspace, model, params, kill_epoch, mode, stage=None):
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
 
 
+
+def killed_and_resumed(workspace, tmp_path, model, params, kill_epoch):
+    """`model` on ml-100k SIGKILLed after the last.pth of epoch `kill_epoch`, in a workspace of its own, then run
+    again: (the resumed run, that workspace)."""
+    from recrunner import Workspace
+
+    killed = Workspace(tmp_path / "killed-runs", workspace.data_path, workspace.config_dir)
+    _killed_run(killed, model, params, kill_epoch, "after-epoch")
+    resumed = run_experiment(Experiment(model, "ml-100k", params), killed, console=False)
+    assert resumed.status == "ok" and f"continuing at epoch {kill_epoch + 1}" in (resumed.run_dir / "run.log").read_text()
+    return resumed, killed
+
+
+def same_result(one, other) -> bool:
+    """Two runs ended alike: the same best epoch, best validation score and test metrics."""
+    return (one.best_epoch, one.best_valid, one.test) == (other.best_epoch, other.best_valid, other.test)
+
+
 CASES = [
     ("SASRec", {**TINY_SASREC, "epochs": 4}, 1, "after-epoch"),
     ("BPR", {**TINY_BPR, "epochs": 5, "learning_rate": 0.01}, 2, "after-epoch"),
