@@ -87,7 +87,8 @@ class WholeStep:
         if key is None:
             return None
         if self.lrs is not None and self.lrs != self._lrs():  # a schedule moved it: record again
-            self.graphs.clear(), self.seen.clear()
+            self.graphs.clear()
+            self.seen.clear()
             self.lrs = None
         graph = self.graphs.get(key)
         if graph is None:
