@@ -149,7 +149,7 @@ def test_who_draws_the_negatives():
 
 def test_the_plan_draws_them_apart_from_what_it_does_to_the_model():
     gpu = choose(device_type="cuda", native_bf16=True, model="BPR", drawn="uniform")
-    assert gpu.negatives == "torch" and gpu.settings() == "bf16, compiled, negatives drawn by torch"
+    assert gpu.negatives == "torch" and gpu.settings() == "bf16, compiled, negatives drawn by torch, fused optimizer step"
     cpu = choose(model="BPR", drawn="uniform")  # its CPU fact: exact; numpy's negatives under auto
     assert cpu.changes_nothing and cpu.negatives == "numpy"
     asked = choose(model="BPR", drawn="uniform", negatives="torch")
