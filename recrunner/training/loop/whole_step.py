@@ -3,7 +3,7 @@
 
 `cuda_graph_step` (graphs.py) replays a batch's forward and backward; around each replay the host
 still runs `zero_grad`, autograd's engine handing each parameter its gradient, and the optimizer's
-step, in Python. On an H200 (the fast step's profile of 2026-11-30, 30 batches) those took 2.5 ms of
+step, in Python. On an H200 (the fast step's profile of 2026-11-30, 30 batches) those took 2.25 ms of
 the 4.46 ms a profiled batch spent on the host: the optimizer's step 1.04 ms (torch's `foreach` Adam),
 the recorded backward with 36 `AccumulateGrad` 1.06 ms, `ones_like` and `zero_grad` 0.15 ms; the
 GPU's kernels took 1.99 ms. With `cuda_graph_optimizer: true` a batch is one replay of a graph
