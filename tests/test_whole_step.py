@@ -8,7 +8,7 @@ import torch
 
 from recrunner import ConfigError, Experiment, Workspace, run_experiment
 from recrunner.training.callbacks.history import read_history
-from recrunner.training.loop import whole_step as whole
+from recrunner.training.loop import graphs, whole_step as whole
 from recrunner.training.loop.graphs import MAX_GRAPHS
 from recrunner.training.loop.whole_step import WARM_UPS, WholeStep, hooked, optimizer_refusal
 
@@ -148,7 +148,7 @@ def test_a_run_with_its_whole_step_recorded_trains_the_same_numbers(workspace, t
     """The real wiring on a CPU: RecBole's SASRec in fast mode with its fused Adam (fp32, eager: quick), its
     batches through the trainer's epoch; the recording stood in for as a GPU would make it."""
     before = run_experiment(Experiment("SASRec", "ml-100k", FAST_FUSED), workspace, console=False)
-    monkeypatch.setattr(whole, "refusal", lambda **_: None)  # as on a GPU
+    monkeypatch.setattr(graphs, "refusal", lambda **_: None)  # as on a GPU
     monkeypatch.setattr(whole, "record_on_cuda", rehearsed)
     other = Workspace(tmp_path / "whole", workspace.data_path, workspace.config_dir)
     recorded = run_experiment(Experiment("SASRec", "ml-100k", {**FAST_FUSED, "cuda_graph_optimizer": True}), other,
@@ -175,7 +175,7 @@ def test_what_a_run_says_where_its_whole_step_is_not_recorded(workspace):
 
 
 def test_exact_modes_optimizer_is_not_recorded(workspace, monkeypatch, caplog):
-    monkeypatch.setattr(whole, "refusal", lambda **_: None)  # as on a GPU
+    monkeypatch.setattr(graphs, "refusal", lambda **_: None)  # as on a GPU
     with caplog.at_level("WARNING", logger="recrunner"):
         result = run_experiment(Experiment("SASRec", "ml-100k", {**TINY_SASREC, "epochs": 1, "cuda_graph_optimizer": True}),
                                 workspace, console=False)

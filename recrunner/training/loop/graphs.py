@@ -33,6 +33,7 @@ back to the host) is found at its first recording: its batches then run eagerly.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import torch
@@ -117,26 +118,40 @@ class GraphedLoss:
         names = tuple(name for name, *_ in key)
         # the graph's inputs: copies, as each replay copies its batch into them (a batch may be a view of a table)
         step, args = _Loss(self.model, names), tuple(interaction[name].clone() for name in names)
-        device = args[0].device if args else torch.device("cpu")
-        devices = [device.index if device.index is not None else torch.cuda.current_device()] \
-            if device.type == "cuda" else []
-        buffers = [(buffer, buffer.detach().clone()) for buffer in self.model.buffers()]
         try:
-            with torch.random.fork_rng(devices=devices):  # warm-up and recording draw; the run's draws stay its own
+            with rehearsal(self.model, args):
                 graphed = self.make(step, args, allow_unused_input=True)
         except Exception as exc:  # noqa: BLE001 - any failure to record means: train this model eagerly
-            self.failed = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+            self.failed = first_line(exc)
             logger.warning(f"cuda_graph_step: {type(self.model).__name__}'s loss could not be recorded "
                            f"({self.failed}); its batches run eagerly")
             return None
-        finally:
-            with torch.no_grad():
-                for buffer, saved in buffers:  # warm-up passes may move running statistics
-                    buffer.copy_(saved)
         self.graphs[key] = graphed
         logger.info(f"cuda_graph_step: recorded {type(self.model).__name__}'s loss for batches of "
                     f"{_rows(key)} rows ({len(self.graphs)} of at most {MAX_GRAPHS} shapes)")
         return graphed
+
+
+@contextlib.contextmanager
+def rehearsal(model, inputs: tuple):
+    """Around a recording: its warm-up and recorded passes draw from forked generators (the inputs' GPU's
+    and the CPU's), so the run's draws stay its own, and the running statistics they move are put back."""
+    device = inputs[0].device if inputs else torch.device("cpu")
+    devices = [device.index if device.index is not None else torch.cuda.current_device()] \
+        if device.type == "cuda" else []
+    buffers = [(buffer, buffer.detach().clone()) for buffer in model.buffers()]
+    try:
+        with torch.random.fork_rng(devices=devices):
+            yield
+    finally:
+        with torch.no_grad():
+            for buffer, saved in buffers:
+                buffer.copy_(saved)
+
+
+def first_line(exc: BaseException) -> str:
+    """`Type: first line of its message` (pure): why a recording failed, in a log line."""
+    return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
 
 
 def _rows(key) -> str:
@@ -160,17 +175,22 @@ def graphed_loss(trainer) -> GraphedLoss | None:
     asked = setting(trainer.config, "cuda_graph_step")
     if not tried(asked, fast=trainer.fast is not None and not trainer.fast.changes_nothing):
         return None
-    model = trainer.model
-    reason = refusal(device_type=trainer.device.type, model=type(model).__name__,
-                     fast_graphs=trainer.fast is not None and trainer.fast.cuda_graphs,
-                     amp=bool(trainer.enable_amp or trainer.enable_scaler or trainer.grad_scaler is not None),
-                     accumulation=trainer.accumulation_steps,
-                     processes=trainer.world is not None, state_set=set_in_loss(type(model)),
-                     draws=host_random(*{type(layer) for layer in model.modules()}))
+    reason = trainer_refusal(trainer)
     if reason:
         if asked is True:
             logger.warning(f"cuda_graph_step: {reason}")
         elif trainer.device.type == "cuda":
             logger.info(f"cuda_graph_step (auto): {reason}")
         return None
-    return GraphedLoss(model)
+    return GraphedLoss(trainer.model)
+
+
+def trainer_refusal(trainer) -> str | None:
+    """`refusal` with what `trainer` has: why its step cannot be recorded as the same step, or None (also
+    loop/whole_step.py's first question)."""
+    model = trainer.model
+    return refusal(device_type=trainer.device.type, model=type(model).__name__,
+                   fast_graphs=trainer.fast is not None and trainer.fast.cuda_graphs,
+                   amp=bool(trainer.enable_amp or trainer.enable_scaler or trainer.grad_scaler is not None),
+                   accumulation=trainer.accumulation_steps, processes=trainer.world is not None,
+                   state_set=set_in_loss(type(model)), draws=host_random(*{type(layer) for layer in model.modules()}))

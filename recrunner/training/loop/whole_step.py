@@ -41,8 +41,8 @@ import torch
 from ...config.checks import SWITCH
 from ...config.params import setting
 from ...core.errors import ConfigError
-from ..fast.source import host_random, set_in_loss
-from .graphs import MAX_GRAPHS, refusal, signature
+from . import graphs
+from .graphs import MAX_GRAPHS, signature
 
 logger = logging.getLogger("recrunner")
 
@@ -118,19 +118,11 @@ class WholeStep:
         def loss():
             return self.model.calculate_loss(Interaction(dict(zip(names, inputs))))
 
-        buffers = [(buffer, buffer.detach().clone()) for buffer in self.model.buffers()]
-        device = inputs[0].device if inputs else torch.device("cpu")
-        devices = [device.index if device.index is not None else torch.cuda.current_device()] \
-            if device.type == "cuda" else []
         try:
-            with torch.random.fork_rng(devices=devices):  # the warm-up and the recording draw; the run's draws stay its own
+            with graphs.rehearsal(self.model, inputs):
                 replay, output = self.record(loss, self.optimizer)
         except Exception as exc:  # noqa: BLE001 - any failure to record means: train this model eagerly
-            return self._refuse(f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}")
-        finally:
-            with torch.no_grad():
-                for buffer, saved in buffers:  # warm-up passes may move running statistics
-                    buffer.copy_(saved)
+            return self._refuse(graphs.first_line(exc))
         self.graphs[key], self.lrs = (replay, inputs, output), self._lrs()
         logger.info(f"cuda_graph_optimizer: recorded {type(self.model).__name__}'s step (forward, backward, "
                     f"{type(self.optimizer).__name__}'s step) for batches of {key[0][1][0] if key[0][1] else '?'} rows "
@@ -177,14 +169,8 @@ def whole_step(trainer) -> WholeStep | None:
         raise ConfigError(f"cuda_graph_optimizer must be auto, true or false, got {asked!r}")
     if asked is not True:  # auto: off until a GPU measures it
         return None
-    model = trainer.model
-    reason = refusal(device_type=trainer.device.type, model=type(model).__name__,
-                     fast_graphs=trainer.fast is not None and trainer.fast.cuda_graphs,
-                     amp=bool(trainer.enable_amp or trainer.enable_scaler or trainer.grad_scaler is not None),
-                     accumulation=trainer.accumulation_steps, processes=trainer.world is not None,
-                     state_set=set_in_loss(type(model)), draws=host_random(*{type(layer) for layer in model.modules()})) \
-        or optimizer_refusal(trainer.optimizer, trainer.clip_grad_norm)
+    reason = graphs.trainer_refusal(trainer) or optimizer_refusal(trainer.optimizer, trainer.clip_grad_norm)
     if reason:
         logger.warning(f"cuda_graph_optimizer: {reason}")
         return None
-    return WholeStep(model, trainer.optimizer)
+    return WholeStep(trainer.model, trainer.optimizer)
