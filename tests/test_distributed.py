@@ -340,3 +340,24 @@ def _alive(pid: int) -> bool:
 def _history(run_dir):
     return [{k: v for k, v in json.loads(line).items() if k not in ("time", "elapsed", "seconds", "train_seconds")}
             for line in (run_dir / "history.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_under_torchrun_every_process_leaves_the_group_before_the_interpreter_exits(monkeypatch, rank):
+    """Left to Python's exit, gloo's threads can outlive the group: a torchrun worker of the BPR test above once
+    aborted with "terminate called without an active exception" (exit -6)."""
+    from types import SimpleNamespace
+
+    from recrunner.cli import run as cli_run
+    from recrunner.sweep import distributed
+    from recrunner.training.distributed import world
+
+    done = []
+    monkeypatch.setattr(cli_run, "_under_torchrun", lambda args: SimpleNamespace(rank=rank, size=2))
+    monkeypatch.setattr(cli_run, "_run", lambda args: done.append("sweep") or 0)
+    monkeypatch.setattr(distributed, "follow_sweep", lambda group: done.append("followed") or 0)
+    monkeypatch.setattr(distributed, "hand_over", lambda group, task: done.append(f"handed over {task}"))
+    monkeypatch.setattr(world, "leave_group", lambda: done.append("left"))
+
+    assert cli_run.run_command(SimpleNamespace()) == 0
+    assert done == (["sweep", "handed over None", "left"] if rank == 0 else ["followed", "left"])

@@ -19,17 +19,20 @@ def run_command(args) -> int:
 
     prepare_environment()  # a missing RecBole or pandas 3: one line before anything imports RecBole
     world = _under_torchrun(args)
-    if world is not None and world.rank != 0:
-        from ..sweep.distributed import follow_sweep
-
-        return follow_sweep(world)  # rank 0 runs the sweep and hands each cell over
-    try:
+    if world is None:
         return _run(args)
-    finally:
-        if world is not None:
-            from ..sweep.distributed import hand_over
+    from ..sweep.distributed import follow_sweep, hand_over
+    from ..training.distributed.world import leave_group
 
+    try:
+        if world.rank != 0:
+            return follow_sweep(world)  # rank 0 runs the sweep and hands each cell over
+        try:
+            return _run(args)
+        finally:
             hand_over(world, None)  # the sweep is over: the other processes exit
+    finally:
+        leave_group()  # before the interpreter's exit, not during it
 
 
 def _under_torchrun(args):

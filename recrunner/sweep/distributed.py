@@ -84,7 +84,7 @@ def _join(context) -> None:
 def rank_main(index: int, task, folder: str, nproc: int, launcher_alive):
     """Process `index` of the run (spawned by `launch`): join the group, train with the others."""
     from ..run.experiment import run_experiment
-    from ..training.distributed.world import init_group
+    from ..training.distributed.world import init_group, leave_group
 
     _die_with_launcher(launcher_alive)
     signal.signal(signal.SIGTERM, raise_interrupt)  # held to the next step boundary, as in one process
@@ -107,9 +107,7 @@ def rank_main(index: int, task, folder: str, nproc: int, launcher_alive):
         kind = "peer" if type(exc).__name__ == "PeerLost" or "another process of this run" in str(exc) else "own"
         Path(folder, f"rank-{index}.reason").write_text(f"{kind}\t{one_line(exc) or type(exc).__name__}")
         raise
-    import torch.distributed
-
-    torch.distributed.destroy_process_group()
+    leave_group()
 
 
 def _visible_gpus(task) -> None:

@@ -151,6 +151,14 @@ def init_group(backend: str, timeout_seconds: float, init_method: str | None = N
     return current()
 
 
+def leave_group() -> None:
+    """Leave the run's process group, where this process is in one, before the interpreter exits: left to
+    Python's exit, gloo's threads can outlive the group (a torchrun worker of CI's BPR test once aborted with
+    "terminate called without an active exception", exit -6)."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
 # ---------------------------------------------------------------------- evaluation
 @contextlib.contextmanager
 def evaluation_split(trainer, eval_data, world: World):
