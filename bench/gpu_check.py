@@ -82,7 +82,8 @@ DEVICE_TESTS = ["tests/test_resume.py", "tests/test_equivalence.py", "tests/test
                 "tests/test_collector.py", "tests/test_host_loops.py", "tests/test_fast_last_layer.py",
                 "tests/test_negatives.py", "tests/test_loss_reads.py", "tests/test_fast_dropout.py",
                 # new since the lease of 2026-11-30: fast mode's fused step, attention in one kernel, the whole step recorded
-                "tests/test_fast_fused.py", "tests/test_fast_attention.py", "tests/test_whole_step.py"]
+                "tests/test_fast_fused.py", "tests/test_fast_attention.py", "tests/test_whole_step.py",
+                "tests/test_eval_graphs.py"]
 TINY = {"hidden_size": 16, "inner_size": 32, "n_layers": 1, "n_heads": 1, "MAX_ITEM_LIST_LENGTH": 10,
         "user_inter_num_interval": "[10,60]"}
 QUICK = {"hidden_size": 32, "inner_size": 64, "n_layers": 1, "n_heads": 1, "MAX_ITEM_LIST_LENGTH": 20}  # configs/quick.yaml
@@ -162,7 +163,10 @@ class Check:
         self.dataset = "ml-100k" if self.tiny else "ml-1m"
         self.data = Path(args.data_path or os.environ.get("RECRUNNER_DATA_PATH", REPO / "datasets")).resolve()
         self.env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-                    "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
+                    "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1",
+                    # why a graph was compiled again, where the compiled code broke: fast mode's 3 autograd graphs on
+                    # the H200 (training, scoring, and one more) against 2 on a CPU (2026-11-30); silent otherwise
+                    "TORCH_LOGS": os.environ.get("TORCH_LOGS", "recompiles,graph_breaks")}
         self.out.mkdir(parents=True, exist_ok=True)
         (self.out / "steps").mkdir(exist_ok=True)
         native_bf16 = not self.gpu and _native_bf16()  # the CPU's (a GPU's fast mode is bf16 at tiny sizes anyway)
@@ -481,6 +485,8 @@ def fast(check: Check) -> dict:
             "--fast, s/epoch training": _seconds(run, "train_seconds"), "--fast, GPU busy": busy.text(),
             "--fast, peak memory": _mb(run.get("peak_mb")), "--fast, compile s": _compile(run, cache),
             "--fast, test ndcg@10": str(run.get("test", {}).get("ndcg@10"))}
+    log = check.out / "logs" / "main-fast.log"
+    rows["--fast, compiled again, graph breaks"] = compile_notes(log.read_text() if log.is_file() else "")
     if not check.gpu:  # CUDA graphs exist on a GPU only
         return rows
     rows["--fast, its step"] = "; ".join(run.get("graphs") or []) or "no cuda_graph_step line"
@@ -501,6 +507,7 @@ MODELS = {"GRU4Rec": {"embedding_size": 8, "hidden_size": 8, "MAX_ITEM_LIST_LENG
           "BPR": {"embedding_size": 8}, "LightGCN": {"embedding_size": 8, "n_layers": 1}}  # epochs; tiny sizes
 GRAPHED = ("GRU4Rec", "BPR")  # on a GPU also with cuda_graph_step (LightGCN's loss sets attributes: never graphed)
 WIDE = ("BPR", "LightGCN")  # on a GPU also with --fast: validation in batches of 256 users, negatives drawn by torch
+SCORED = ("BPR", "LightGCN")  # on a GPU also with cuda_graph_eval: their one-user validation batches graphed
 
 
 def models(check: Check) -> dict:
@@ -513,11 +520,13 @@ def models(check: Check) -> dict:
         paths = (("device", {}), ("host", {"batches_on_device": False}))[:2 if check.gpu else 1]
         if check.gpu and model in GRAPHED:
             paths += (("device, step from CUDA graphs", {"cuda_graph_step": True}),)
+        if check.gpu and model in SCORED:
+            paths += (("device, validation from CUDA graphs", {"cuda_graph_eval": True}),)
         if check.gpu and model in WIDE:
             paths += (("device, --fast", {"fast": True}),)
         for where, extra in paths:
             name = f"models-{model}-{where.split(',')[0]}{'-graphs' if extra.get('cuda_graph_step') else ''}" \
-                   f"{'-fast' if extra.get('fast') else ''}"
+                   f"{'-eval' if extra.get('cuda_graph_eval') else ''}{'-fast' if extra.get('fast') else ''}"
             found[where], _ = check.timed_run(name, {**params, **extra}, model=model, timeout=240)
             rows[f"{model}, batches built on the {where}, s/epoch"] = _seconds(found[where])
             rows[f"{model}, batches built on the {where}, s/epoch training"] = _seconds(found[where], "train_seconds")
@@ -526,6 +535,9 @@ def models(check: Check) -> dict:
         if "device, step from CUDA graphs" in found:
             rows[f"{model}, step from CUDA graphs, test metrics"] = _agree(
                 found["device, step from CUDA graphs"], found["device"], "equal to the eager step's")
+        if "device, validation from CUDA graphs" in found:  # the same kernels: the same metrics, every one
+            rows[f"{model}, validation from CUDA graphs, test metrics"] = _agree(
+                found["device, validation from CUDA graphs"], found["device"], "equal to RecBole's batch by batch")
         if "device, --fast" in found:  # scores of several users in one product: equal, or near; torch's negatives
             rows[f"{model}, --fast, plan"] = found["device, --fast"].get("fast_plan", "")
             rows[f"{model}, --fast, test ndcg@10 (exact's)"] = \
@@ -710,6 +722,47 @@ def optimizer(check: Check) -> dict:
             for case, tensors, plain, fused, ratio, apart in found}
 
 
+def scoring(check: Check) -> dict:
+    """bench/bench_validation.py's rows: a validation of one-user batches as RecBole's loop scores them (now)
+    and from CUDA graphs (cuda_graph_eval, loop/eval_graphs.py), the same top-k hits (on a CPU: refused)."""
+    cases = ["BPR:ml-100k"] if check.tiny else [f"{model}:{check.dataset}" for model in ("BPR", "LightGCN", "NeuMF")]
+    code, _ = check.python(["bench/bench_validation.py", "--cases", *cases, "--ways", "now", "graphed",
+                            "--passes", "1" if check.tiny else "3", "--data-path", str(check.data)], 300, log="eval")
+    if check.cut("eval"):
+        return {"eval": _stopped(check.cut("eval"))}
+    log = check.out / "logs" / "eval.log"
+    found = re.findall(r"^\| (\S+)( \(graphed: refused here, as now\))? \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+x) \|$",
+                       log.read_text() if log.is_file() else "", re.M)
+    if code != 0 or not found:
+        return {"eval": "FAILED (see logs/)"}
+    return {f"validation {case}, batch by batch / graphed": f"{now} / {graphed} s ({ratio}; {batches} batches, the same "
+                                                           f"top-k hits{'; refused on this device' if refused else ''})"
+            for case, refused, batches, now, graphed, ratio in found}
+
+
+def compile_notes(text: str) -> str:
+    """torch's `recompiles` and `graph_breaks` logs of a run (TORCH_LOGS), in a row (pure): each function compiled
+    again with its first guard failure, each graph break's place and explanation; the first three of each."""
+    again, breaks = [], []
+    for line in text.splitlines():
+        kind, _, said = line.partition("] [__recompiles] ") if "[__recompiles]" in line else \
+            line.partition("] [__graph_breaks] ")
+        said = said.strip()
+        if said.startswith("Recompiling function "):
+            again.append([said.split()[2], None])
+        elif said.startswith("- ") and again and again[-1][1] is None and "User stack" not in said:
+            again[-1][1] = said[2:].split("  #")[0].strip()
+        elif said.startswith("Graph break") and " at " in said:
+            breaks.append([said.rsplit(" at ", 1)[1], None])
+        elif said.startswith("Graph Break Reason:") and breaks and breaks[-1][1] is None:
+            breaks[-1][1] = said.split(":", 1)[1].strip()
+        elif said.startswith("Explanation:") and breaks:  # what it could not trace: more telling than the reason
+            breaks[-1][1] = said.split(":", 1)[1].strip()
+    listed = lambda found: "; ".join(f"{where}: {(why or '?')[:140]}" for where, why in found[:3])  # noqa: E731
+    return (f"compiled again: {len(again)}" + (f" ({listed(again)})" if again else "") +
+            f", graph breaks: {len(breaks)}" + (f" ({listed(breaks)})" if breaks else ""))
+
+
 def loop_rows(text: str) -> dict:
     """bench_host_loops.py's markdown rows as the check's rows (pure): per model, RecBole's seconds against
     the array-built ones for a batch's method, an exact epoch and a validation."""
@@ -736,7 +789,8 @@ def _per_batch(found: dict) -> str:
 
 
 STEPS = {"resume": resume, "tests": tests, "main": main_job, "graphs": graph_step, "fast": fast, "profile": profile, "models": models,
-         "loops": loops, "windows": windows, "optimizer": optimizer, "attention": attention, "whole": whole, "cells": cells, "seeds": seeds}
+         "loops": loops, "windows": windows, "optimizer": optimizer, "attention": attention, "whole": whole, "eval": scoring,
+         "cells": cells, "seeds": seeds}
 
 
 def _seconds(run: dict, key: str = "epoch_seconds") -> str:

@@ -14,7 +14,7 @@ from .conftest import REPO
 
 def test_the_gpu_check_runs_on_a_cpu_at_tiny_sizes_and_every_promise_holds(tmp_path):
     # `tests` is the suite's own business here; steps joined by + run at once, as `resume+tests` does on a GPU
-    steps = "resume+main,profile+fast+models+loops+windows+optimizer,attention,whole,cells,seeds"
+    steps = "resume+main,profile+fast+models+loops+windows+optimizer+eval,attention,whole,cells,seeds"
     done = subprocess.run([sys.executable, "bench/gpu_check.py", "--out", str(tmp_path), "--steps", steps],
                           cwd=REPO, capture_output=True, text=True, timeout=900)
 
@@ -30,6 +30,7 @@ def test_the_gpu_check_runs_on_a_cpu_at_tiny_sizes_and_every_promise_holds(tmp_p
     assert table["exact, each loss read, test metrics"] == "equal to losses read in groups"
     assert "FAILED" not in json.dumps(table), table
     assert len(table["--fast, s/epoch"].split(", ")) == 3
+    assert table["--fast, compiled again, graph breaks"] == "compiled again: 0, graph breaks: 0"  # tiny: not compiled
     assert [k for k in table if k.startswith(("GRU4Rec", "BPR", "LightGCN"))] == [
         f"{model}, batches built on the device, s/epoch{what}" for model in ("GRU4Rec", "BPR", "LightGCN")
         for what in ("", " training")]
@@ -46,6 +47,8 @@ def test_the_gpu_check_runs_on_a_cpu_at_tiny_sizes_and_every_promise_holds(tmp_p
     assert re.fullmatch(r"0\.\d{4} \(the fast step's: 0\.\d{4}\)", table["--fast, attention in one kernel, test ndcg@10"])
     assert table["--fast, whole step, its step"] == \
         "cuda_graph_optimizer: CUDA graphs need a CUDA device; SASRec trains eagerly on cpu"
+    assert re.fullmatch(r"[\d.]+ / [\d.]+ s \([\d.]+x; \d+ batches, the same top-k hits; refused on this device\)",
+                        table["validation BPR:ml-100k, batch by batch / graphed"])
     assert (tmp_path / "gpu_check.md").read_text().startswith("# GPU check on CPU")
     assert re.fullmatch(r"[\d.]+ s one at a time, [\d.]+ s at once \([\d.]+x\)", table["4 cells, first start to last end"])
     assert re.fullmatch(r"exact (0\.\d{4}, ){2}0\.\d{4} \(seeds 1, 2, 3\); --fast (0\.\d{4}, ){2}0\.\d{4}: [0-3] of 3 within .*",
@@ -249,3 +252,20 @@ def test_the_profile_script_refuses_bad_input_in_one_line(capsys, tmp_path):
     assert profile.main(["--model", "NoSuch", "--dataset", "ml-100k", "--output", str(tmp_path)]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith(
         "profile_batches: error: unknown model 'NoSuch'. Available: ")
+
+
+def test_torch_s_recompile_and_graph_break_logs_are_one_row():
+    prefix = "V1201 00:14:57.795000 2779 torch/_dynamo/guards.py:5396] [0/1] "
+    text = "\n".join(prefix + line for line in (
+        "[__graph_breaks] Graph break in user code at /tmp/tl.py:4",
+        "[__graph_breaks] Graph Break Reason: Encountered graph break when attempting to trace CALL",
+        "[__graph_breaks]   Explanation: Dynamo does not know how to trace builtin operator `print`",
+        "[__recompiles] Recompiling function calculate_loss in /m/sasrec.py:120",
+        "[__recompiles]     triggered by the following guard failure(s):",
+        "[__recompiles]     - 0/0: tensor 'x' size mismatch at index 0. expected 2048, actual 499   # y = x * k",
+        "[__recompiles]     - User stack trace:")) + "\nhi\n"
+
+    assert _module("gpu_check").compile_notes(text) == (
+        "compiled again: 1 (calculate_loss: 0/0: tensor 'x' size mismatch at index 0. expected 2048, actual 499), "
+        "graph breaks: 1 (/tmp/tl.py:4: Dynamo does not know how to trace builtin operator `print`)")
+    assert _module("gpu_check").compile_notes("") == "compiled again: 0, graph breaks: 0"

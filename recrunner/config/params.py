@@ -70,6 +70,7 @@ RECRUNNER_DEFAULTS: dict[str, Any] = {
     "read_loss_every": "auto",          # auto | N: batch losses read from a GPU every N batches, not each (docs/fast.md)
     "cuda_graph_step": "auto",          # auto | true | false: the loss's forward and backward replayed from CUDA graphs (auto: fast mode on a GPU; docs/fast.md)
     "cuda_graph_optimizer": "auto",     # auto | true | false: the optimizer's step recorded with forward and backward in one CUDA graph (auto: off; docs/fast.md)
+    "cuda_graph_eval": "auto",          # auto | true | false: a validation's one-user batches scored from one CUDA graph, many a replay (auto: off; docs/fast.md)
     "tf32": False,                      # a GPU's fp32 matrix products in TF32: faster, numbers change (docs/fast.md)
     "fast": False,                      # fast mode: compiled, reduced precision (docs/fast.md); off: exact
     "fast_precision": "auto",           # auto | bf16 | fp16 | fp32: autocast dtype in fast mode
@@ -95,6 +96,7 @@ NOT_IDENTITY_KEYS = frozenset({
     "batches_on_device",  # where batches are built, never what they hold
     "read_loss_every",  # when losses are read from the device, never their values
     "cuda_graph_step",  # how the step's kernels are launched, never which (the GPU check compares the numbers)
+    "cuda_graph_eval",  # how a validation's kernels are launched, never which
     "gpu_id",  # where a run runs, not what it is: a run resumes on another GPU
 })
 

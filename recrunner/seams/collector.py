@@ -30,6 +30,7 @@ import torch
 from recbole.evaluator.collector import DataStruct
 
 GROUP_ROWS = 4096  # the users (rows of scores) of a group of batches, at most
+COLLECTED = "collected"  # scores a batch function has collected itself (TopkInGroups.add): the loop's collect skips them
 _PER_BATCH = ("rec.meanrank", "rec.score", "data.label")  # collected batch by batch, as RecBole does
 
 
@@ -87,14 +88,20 @@ class TopkInGroups:
         self.wanted = () if any(register.need(name) for name in _PER_BATCH) else wanted  # none: RecBole's collect
 
     def __call__(self, scores, interaction, positive_u, positive_i):
+        if scores is COLLECTED:  # a group of batches whose top k were added already (loop/eval_graphs.py)
+            return None
         if not self.wanted or scores.dim() != 2 or not isinstance(self.collector.data_struct, ConcatenatedOnRead):
             self.flush()
             return self.recbole(scores, interaction, positive_u, positive_i)
         _, topk = torch.topk(scores, max(self.collector.topk), dim=-1)  # RecBole's call, on this batch alone
-        if self.group and self.group[-1].items != scores.shape[1]:
+        return self.add(topk, positive_u, positive_i, scores.shape[1])
+
+    def add(self, topk, positive_u, positive_i, items: int) -> None:
+        """Collect one batch's top k (of `items` scores a row) and its positives, as `__call__` does."""
+        if self.group and self.group[-1].items != items:
             self.flush()
-        self.group.append(_Part(topk, positive_u, positive_i, self.rows, scores.shape[1]))
-        self.rows += len(scores)
+        self.group.append(_Part(topk, positive_u, positive_i, self.rows, items))
+        self.rows += len(topk)
         if self.rows >= GROUP_ROWS:
             self.flush()
         else:

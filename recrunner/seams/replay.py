@@ -58,13 +58,14 @@ class Replay:
         self.batches: list | None = None
         self.shape: tuple | None = None  # (batches, step) the kept batches were built for
         self.refused = False  # they took more than `limit`: every iteration builds, as before
+        self.regroup = None  # batches -> what the iteration hands over (training/loop/eval_graphs.py's Groups)
 
     def __call__(self):
         loader = self.loader
         built_for = (len(loader), getattr(loader, "step", None))
         if self.batches is not None and self.shape == built_for:
             torch.empty((), dtype=torch.int64).random_(generator=loader.generator)  # torch's iterator's one draw
-            return iter(self.batches)
+            return iter(self.batches if self.regroup is None else self.regroup(self.batches))
         iterator = DataLoader._get_iterator(loader)
         return iterator if self.refused else self._keep(iterator, built_for)
 

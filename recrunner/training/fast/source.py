@@ -30,19 +30,35 @@ ROOTS = ("calculate_loss", "forward")
 def set_in_loss(model_class) -> list[str]:
     """The attributes that `model_class`'s loss assigns in Python (`self.x = ...`, `self.x += 1`),
     in its own methods or those it calls on `self` (pure over the class's source; sorted)."""
-    names, todo, seen = set(), list(ROOTS), set()
+    names = set()
+    for tree in _called(model_class, ROOTS):
+        for node in ast.walk(tree):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+            names.update(leaf.attr for target in targets for leaf in ast.walk(target) if _on_self(leaf))
+    return sorted(names)
+
+
+def source_of_calls(model_class, roots) -> list[str]:
+    """The source of `model_class`'s methods `roots` and of every method of it they call on `self`
+    (pure over the class's source): what a replay of them would run (training/loop/eval_graphs.py)."""
+    return [ast.unparse(tree) for tree in _called(model_class, roots)]
+
+
+def _called(model_class, roots):
+    """The parsed methods `roots` of `model_class` and those they call as `self.name(...)`, each once."""
+    todo, seen = list(roots), set()
     while todo:
         method = todo.pop()
         seen.add(method)
         tree = _tree(getattr(model_class, method, None))
-        for node in ast.walk(tree) if tree is not None else ():
-            targets = node.targets if isinstance(node, ast.Assign) else \
-                [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
-            names.update(leaf.attr for target in targets for leaf in ast.walk(target) if _on_self(leaf))
+        if tree is None:
+            continue
+        yield tree
+        for node in ast.walk(tree):
             if isinstance(node, ast.Call) and _on_self(node.func) and node.func.attr not in seen \
-                    and inspect.isfunction(getattr(model_class, node.func.attr, None)):
+                    and node.func.attr not in todo and inspect.isfunction(getattr(model_class, node.func.attr, None)):
                 todo.append(node.func.attr)
-    return sorted(names)
 
 
 def counters(model) -> list[str]:

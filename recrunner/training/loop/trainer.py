@@ -43,6 +43,7 @@ from ..distributed import processes
 from ..fast.apply import go_fast
 from ..logging.tensorboard import RunWriter, default_hparams
 from . import device, output, validation
+from .eval_graphs import eval_graphs, grouped
 from .graphs import graphed_loss
 from .whole_step import whole_step
 from .context import FitCall
@@ -89,6 +90,7 @@ class CustomTrainer(Trainer):
             self.clip_grad_norm = None  # the step clips the mean gradient once, not RecBole's loop each batch
         self.whole_step = whole_step(self)  # cuda_graph_optimizer: forward, backward and step in one replay (loop/whole_step.py)
         self.graph_loss = None if self.whole_step else graphed_loss(self)  # cuda_graph_step: the loss replayed (loop/graphs.py)
+        self.eval_graphs = eval_graphs(self)  # cuda_graph_eval: a validation's batches scored in groups (loop/eval_graphs.py)
 
     def _init_loop_state(self, config, callbacks, hparams, run_dir=None):
         """What recrunner's loop keeps beside RecBole's trainer attributes (also families/trees.py)."""
@@ -103,7 +105,7 @@ class CustomTrainer(Trainer):
         self.batches_per_epoch = self.steps_per_epoch = None  # known once fit sees the data
         self.call, self.test_per_user, self._generators = FitCall(), {}, {}
         self.fast, self.grad_scaler, self.world = None, None, None  # go_fast and processes.join set them
-        self.graph_loss = self.whole_step = None  # the loss, or the whole step, replayed from CUDA graphs, or None: eager
+        self.graph_loss = self.whole_step = self.eval_graphs = None  # replayed from CUDA graphs, or None: eager
 
     # ------------------------------------------------------------------ the loop
     def fit(self, train_data, valid_data=None, verbose=True, saved=True, show_progress=False, callback_fn=None):
@@ -240,7 +242,7 @@ class CustomTrainer(Trainer):
     def evaluate(self, eval_data, load_best_model=True, model_file=None, show_progress=False):
         if load_best_model and eval_data:
             self.load_best_weights(model_file)
-        with processes.evaluation(self, eval_data):  # a data-parallel run: each process its block
+        with processes.evaluation(self, eval_data), grouped(self.eval_graphs, eval_data):  # (loop/eval_graphs.py)
             return super().evaluate(eval_data, load_best_model=False, show_progress=show_progress)
 
     def _call(self, event, **kwargs):
