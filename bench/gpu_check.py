@@ -709,35 +709,35 @@ def fast_variant(check: Check, name: str, sweep: str, extra: dict) -> dict:
 def optimizer(check: Check) -> dict:
     """bench/bench_optimizer.py's rows: RecBole's optimizer step against fast mode's fused one (fused.py), alone."""
     cases = ["SASRec:ml-100k"] if check.tiny else [f"SASRec:{check.dataset}", f"BPR:{check.dataset}"]
-    code, _ = check.python(["bench/bench_optimizer.py", "--cases", *cases, "--steps", "100" if check.tiny else "300",
-                            "--data-path", str(check.data)], 180, log="optimizer")
-    if check.cut("optimizer"):
-        return {"optimizer": _stopped(check.cut("optimizer"))}
-    log = check.out / "logs" / "optimizer.log"
-    found = re.findall(r"^\| (\S+) \| \S+ \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+x) \| (\S+) \|$",
-                       log.read_text() if log.is_file() else "", re.M)
-    if code != 0 or not found:
-        return {"optimizer": "FAILED (see logs/)"}
-    return {f"optimizer step {case}, RecBole's / fused": f"{plain} / {fused} ms ({ratio}; {tensors} tensors, weights {apart} apart)"
-            for case, tensors, plain, fused, ratio, apart in found}
+    found, failed = bench_table(check, "optimizer", ["bench/bench_optimizer.py", "--cases", *cases, "--steps",
+                                                     "100" if check.tiny else "300", "--data-path", str(check.data)], 180,
+                                r"^\| (\S+) \| \S+ \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+x) \| (\S+) \|$")
+    return failed or {f"optimizer step {case}, RecBole's / fused": f"{plain} / {fused} ms ({ratio}; {tensors} tensors, "
+                                                                   f"weights {apart} apart)"
+                      for case, tensors, plain, fused, ratio, apart in found}
 
 
 def scoring(check: Check) -> dict:
     """bench/bench_validation.py's rows: a validation of one-user batches as RecBole's loop scores them (now)
     and from CUDA graphs (cuda_graph_eval, loop/eval_graphs.py), the same top-k hits (on a CPU: refused)."""
     cases = ["BPR:ml-100k"] if check.tiny else [f"{model}:{check.dataset}" for model in ("BPR", "LightGCN", "NeuMF")]
-    code, _ = check.python(["bench/bench_validation.py", "--cases", *cases, "--ways", "now", "graphed",
-                            "--passes", "1" if check.tiny else "3", "--data-path", str(check.data)], 300, log="eval")
-    if check.cut("eval"):
-        return {"eval": _stopped(check.cut("eval"))}
-    log = check.out / "logs" / "eval.log"
-    found = re.findall(r"^\| (\S+)( \(graphed: refused here, as now\))? \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+x) \|$",
-                       log.read_text() if log.is_file() else "", re.M)
-    if code != 0 or not found:
-        return {"eval": "FAILED (see logs/)"}
-    return {f"validation {case}, batch by batch / graphed": f"{now} / {graphed} s ({ratio}; {batches} batches, the same "
-                                                           f"top-k hits{'; refused on this device' if refused else ''})"
-            for case, refused, batches, now, graphed, ratio in found}
+    found, failed = bench_table(check, "eval", ["bench/bench_validation.py", "--cases", *cases, "--ways", "now", "graphed",
+                                                "--passes", "1" if check.tiny else "3", "--data-path", str(check.data)], 300,
+                                r"^\| (\S+)( \(graphed: refused here, as now\))? \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+x) \|$")
+    return failed or {f"validation {case}, batch by batch / graphed": f"{now} / {graphed} s ({ratio}; {batches} batches, "
+                                                                      f"the same top-k hits{'; refused on this device' if refused else ''})"
+                      for case, refused, batches, now, graphed, ratio in found}
+
+
+def bench_table(check: Check, log: str, argv: list, timeout: float, row: str) -> tuple[list, dict | None]:
+    """Run a bench script (its output in logs/`log`.log) and find its table's rows (`row`: one line's groups):
+    (the rows, None), or ([], the step's one row) where the budget stopped it or it failed."""
+    code, _ = check.python(argv, timeout, log=log)
+    if check.cut(log):
+        return [], {log: _stopped(check.cut(log))}
+    path = check.out / "logs" / f"{log}.log"
+    found = re.findall(row, path.read_text() if path.is_file() else "", re.M)
+    return (found, None) if code == 0 and found else ([], {log: "FAILED (see logs/)"})
 
 
 def compile_notes(text: str) -> str:
