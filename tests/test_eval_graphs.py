@@ -88,7 +88,7 @@ CASES = [
 
 
 def _compare_with_recbole_s_loop(workspace, caplog, model, params) -> None:
-    """Three validations (the first builds the batches, the next two are scored in groups) against RecBole's
+    """Three validations (the first builds the batches, then all three score them in groups) against RecBole's
     loop batch by batch on the same weights: the same metrics and top-k hit matrix, element for element."""
     trainer, valid = _trainer(workspace, model, params)
     assert isinstance(trainer.eval_graphs, eval_graphs.GroupScoring)
@@ -96,7 +96,7 @@ def _compare_with_recbole_s_loop(workspace, caplog, model, params) -> None:
     with caplog.at_level(logging.DEBUG, logger="recrunner"):
         runs = [_top_k_hits(trainer, valid) for _ in range(3)]
     recorded = [record for record in caplog.records if record.message.startswith("cuda_graph_eval: recorded")]
-    assert [record.levelno for record in recorded] == [logging.INFO, logging.DEBUG]  # anew at each replaying validation
+    assert [record.levelno for record in recorded] == [logging.INFO, logging.DEBUG, logging.DEBUG]  # anew each time
     trainer._full_sort_batch_eval, trainer.eval_graphs = graphed.inner, None  # RecBole's loop, batch by batch
     expected = _top_k_hits(trainer, valid)
     for result, hits in runs:

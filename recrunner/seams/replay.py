@@ -82,7 +82,7 @@ class Replay:
                             "builds them again (the metrics are the same)")
                 return itertools.chain(kept, iterator)
         self.batches, self.shape = kept, built_for
-        return iter(kept)
+        return iter(kept if self.regroup is None else self.regroup(kept))
 
 
 def batch_bytes(batch) -> int:

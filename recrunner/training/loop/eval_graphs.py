@@ -17,8 +17,9 @@ of batches: the same kernels on the same values, so the same top k per user.
 | the collector's `torch.topk(scores, k)`          | (item 0 is -inf already), one replay: every       |
 | (seams/collector.py)                             | batch's RecBole calls and top k, in order         |
 
-The validation's batches are the ones seams/replay.py keeps from the first validation; at each later
-one, `Replay.regroup` hands RecBole's loop a `Group` where graphed batches run (`plan`), and the
+The validation's batches are the ones seams/replay.py keeps (the first validation builds them all before
+scoring any); at every validation `Replay.regroup` hands RecBole's loop a `Group` where graphed batches
+run (`plan`), and the
 trainer's batch function (`GroupScoring`) gives the collector the group's top k at once
 (`TopkInGroups.add`); every other batch is RecBole's, as before. The graph is recorded anew at each
 validation, after its first batch ran eagerly: a model that caches what it computes for scoring
@@ -132,19 +133,19 @@ class GroupScoring:
         self._score(batch.batches)
         return None, COLLECTED, None, None
 
-    def spans(self, batches: list) -> list[tuple[int, int]]:
-        """`plan` of a validation's kept batches (worked out once for the batches a Replay keeps)."""
+    def regroup(self, batches: list):
+        """A validation's kept batches as RecBole's loop gets them (`Replay.regroup`): where `plan` graphs
+        some, in Groups, the graph recorded at the first (the plan worked out once for the batches kept)."""
         if self.planned[0] is not batches:
             spans = plan([signature(batch) for batch in batches])
             longest = max((len(batch[1][0]) for start, stop in spans for batch in batches[start:stop]
                            if batch[1] is not None), default=0)
             self.planned = (batches, spans, max(1, longest))
-        return self.planned[1]
-
-    def start(self, batches: list) -> None:
-        """A validation of `batches` begins (`spans` planned them): its graph is recorded at its first group."""
         _, spans, width = self.planned
+        if not spans or self.failed is not None:
+            return batches
         self.slots, self.replay = Slots(batches[spans[0][0]], max(stop - start for start, stop in spans), width), None
+        return regrouped(batches, spans)
 
     def finish(self) -> None:
         self.slots = self.replay = None  # the graph's memory goes back with it
@@ -210,18 +211,13 @@ def trainer_refusal(trainer) -> str | None:
 
 @contextlib.contextmanager
 def grouped(scoring: GroupScoring | None, eval_data):
-    """During one evaluation of `eval_data`: where its batches are replayed (seams/replay.py) and some
-    are graphed (`plan`), RecBole's loop gets them as Groups."""
+    """During one evaluation of `eval_data`: where its batches are kept (seams/replay.py: the first validation
+    builds them all before handing them over), RecBole's loop gets those `plan` graphs as Groups."""
     replay = vars(eval_data).get("_get_iterator") if scoring is not None else None
-    if not isinstance(replay, Replay) or replay.batches is None or scoring.failed is not None:
+    if not isinstance(replay, Replay):
         yield
         return
-    spans = scoring.spans(replay.batches)
-    if not spans:
-        yield
-        return
-    scoring.start(replay.batches)
-    replay.regroup = lambda batches: regrouped(batches, spans)
+    replay.regroup = scoring.regroup
     try:
         yield
     finally:
