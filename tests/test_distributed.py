@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from recrunner import Callback, Experiment, Workspace
+from recrunner import Callback, Experiment
 from recrunner.core.errors import ConfigError
 from recrunner.run.record import Status
 from recrunner.training.distributed.iteration import part_bounds, rank_part

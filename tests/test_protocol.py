@@ -88,7 +88,6 @@ def test_the_shipped_global_temporal_config_is_that_split(workspace, timed_datas
     import yaml
 
     from recrunner.config.layers import config_file
-    from tests.conftest import REPO
 
     params = yaml.safe_load(config_file(protocol.GLOBAL_SPLIT.split()[-1]).read_text())
     assert _card(workspace, timed_dataset, params)["leakage"]["test_before_train_end"] == 0.0

@@ -195,7 +195,7 @@ def _fields(chunk: Chunk, mapped: Mapping[str, str], spec: ImportSpec, role: Map
     columns = [str(c) for c in frame.columns]
     for column, field_ in mapped.items():
         if column not in columns:
-            one = (f" (one column: if another character separates them, give --separator, e.g. ' ')"
+            one = (" (one column: if another character separates them, give --separator, e.g. ' ')"
                    if len(columns) == 1 and column in columns[0] else "")
             raise DataError(f"{chunk.table.path}: no column {column!r} ({role.get(column, field_)}); "
                             f"its columns: {', '.join(columns)}{one}")

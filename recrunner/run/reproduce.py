@@ -27,7 +27,6 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from ..config.layers import default_config_dir
 from ..core.errors import ConfigError
 from .preparation import Experiment, Workspace
 from .record import RunRecord, Status

@@ -36,7 +36,6 @@ from ...seams.loaders import inner_loaders
 from ...seams.tensorboard import recbole_loggers
 from ..callbacks import CallbackHandler, LoopView, TrainerControl, default_callbacks, with_defaults
 from ..callbacks.base import total_loss
-from ..checkpoints import rng
 from ..checkpoints.checkpointer import Checkpointer, restore_weights, weights_state
 from ..checkpoints.state import TrainingState, with_state_attributes
 from ..distributed import processes
