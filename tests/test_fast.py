@@ -116,19 +116,19 @@ def test_models_that_cannot_gain_run_exactly_or_eagerly_and_say_why(monkeypatch)
 def test_plans_that_change_nothing_count_as_exact_for_resuming():
     assert same_plan_key(None) is None
     assert same_plan_key(FastPlan().as_dict()) is None
-    assert same_plan_key(FastPlan("bf16", True).as_dict()) == ("bf16", True, False, True, "torch", "numpy", False, False, False)
+    assert same_plan_key(FastPlan("bf16", True).as_dict()) == ("bf16", True, False, True, "torch", "numpy", False, False, False, False)
     older = {"precision": "bf16", "compile": True, "scaler": False}  # written before scoring, masks and negatives were
-    assert same_plan_key(older) == ("bf16", True, False, True, "torch", "numpy", False, False, False)
-    assert same_plan_key(FastPlan("fp32", True, compile_scoring=False).as_dict()) == ("fp32", True, False, False, "torch", "numpy", False, False, False)
-    assert same_plan_key(FastPlan("fp32", True, dropout="numpy").as_dict()) == ("fp32", True, False, True, "numpy", "numpy", False, False, False)
+    assert same_plan_key(older) == ("bf16", True, False, True, "torch", "numpy", False, False, False, False)
+    assert same_plan_key(FastPlan("fp32", True, compile_scoring=False).as_dict()) == ("fp32", True, False, False, "torch", "numpy", False, False, False, False)
+    assert same_plan_key(FastPlan("fp32", True, dropout="numpy").as_dict()) == ("fp32", True, False, True, "numpy", "numpy", False, False, False, False)
     torch_negatives = FastPlan(negatives="torch")  # fp32, eager: only the negatives change
     assert not torch_negatives.changes_nothing and torch_negatives.model_unchanged
-    assert same_plan_key(torch_negatives.as_dict()) == ("fp32", False, False, False, "torch", "torch", False, False, False)
+    assert same_plan_key(torch_negatives.as_dict()) == ("fp32", False, False, False, "torch", "torch", False, False, False, False)
     assert plan_text(None) == "exactly (no fast mode)"
-    assert plan_text(("fp16", True, True, True, "torch", "numpy", False, False, False)) == "in fast mode (fp16, compiled, grad scaler)"
-    assert plan_text(("fp32", True, False, False, "torch", "numpy", False, False, False)) == "in fast mode (fp32, compiled, scoring eager)"
-    assert plan_text(("fp32", True, False, True, "numpy", "numpy", False, False, False)) == "in fast mode (fp32, compiled, numpy's dropout masks)"
-    assert plan_text(("fp32", False, False, False, "torch", "torch", False, False, False)) == "in fast mode (fp32, eager, negatives drawn by torch)"
+    assert plan_text(("fp16", True, True, True, "torch", "numpy", False, False, False, False)) == "in fast mode (fp16, compiled, grad scaler)"
+    assert plan_text(("fp32", True, False, False, "torch", "numpy", False, False, False, False)) == "in fast mode (fp32, compiled, scoring eager)"
+    assert plan_text(("fp32", True, False, True, "numpy", "numpy", False, False, False, False)) == "in fast mode (fp32, compiled, numpy's dropout masks)"
+    assert plan_text(("fp32", False, False, False, "torch", "torch", False, False, False, False)) == "in fast mode (fp32, eager, negatives drawn by torch)"
 
 
 def test_models_whose_compiled_scoring_was_slower_score_eagerly(monkeypatch):

@@ -14,7 +14,7 @@ from .conftest import REPO
 
 def test_the_gpu_check_runs_on_a_cpu_at_tiny_sizes_and_every_promise_holds(tmp_path):
     # `tests` is the suite's own business here; steps joined by + run at once, as `resume+tests` does on a GPU
-    steps = "resume+main,profile+fast+models+loops+windows+optimizer+eval,attention,whole,cells,seeds"
+    steps = "resume+main,profile+fast+models+loops+windows+optimizer+eval,attention,whole,static,cells,seeds"
     done = subprocess.run([sys.executable, "bench/gpu_check.py", "--out", str(tmp_path), "--steps", steps],
                           cwd=REPO, capture_output=True, text=True, timeout=900)
 
@@ -45,6 +45,7 @@ def test_the_gpu_check_runs_on_a_cpu_at_tiny_sizes_and_every_promise_holds(tmp_p
                         table["optimizer step SASRec:ml-100k, RecBole's / fused"])
     assert "attention in one kernel" in table["--fast, attention in one kernel, plan"]
     assert re.fullmatch(r"0\.\d{4} \(the fast step's: 0\.\d{4}\)", table["--fast, attention in one kernel, test ndcg@10"])
+    assert table["--fast, static shapes, plan"].endswith("last batch dropped")
     assert table["--fast, whole step, its step"] == \
         "cuda_graph_optimizer: CUDA graphs need a CUDA device; SASRec trains eagerly on cpu"
     assert re.fullmatch(r"[\d.]+ / [\d.]+ s \([\d.]+x; \d+ batches, the same top-k hits; refused on this device\)",

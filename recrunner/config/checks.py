@@ -31,7 +31,7 @@ FAST_NEGATIVES = ("auto", "numpy", "torch")  # who draws fast mode's training ne
 POP_COUNTS = ("batches", "interactions")  # Pop's counts: RecBole 1.2.1's, or every interaction (seams/models.py)
 _CHOICES = {"fast_precision": (FAST_PRECISIONS, "a precision"), "fast_dropout": (FAST_DROPOUTS, "a generator of masks"),
             "fast_negatives": (FAST_NEGATIVES, "a generator of negatives"), "pop_counts": (POP_COUNTS, "a way to count")}
-_SWITCHES = ("fast_compile", "fast_cuda_graphs", "fast_last_layer", "fast_fused_optimizer", "fast_attention",
+_SWITCHES = ("fast_compile", "fast_cuda_graphs", "fast_last_layer", "fast_fused_optimizer", "fast_attention", "fast_static_shapes",
              "cuda_graph_step", "cuda_graph_optimizer", "cuda_graph_eval")  # auto | true | false
 LEARNERS = ("adam", "adamw", "sgd", "adagrad", "rmsprop", "sparse_adam")  # recbole.trainer.Trainer._build_optimizer
 _AT_LEAST_ONE = {"epochs", "train_batch_size", "eval_batch_size", "checkpoint_every", "gradient_accumulation_steps",

@@ -80,6 +80,7 @@ RECRUNNER_DEFAULTS: dict[str, Any] = {
     "fast_last_layer": "auto",          # auto | true | false: SASRec's, SASRecF's, FDSA's, BERT4Rec's last layer only where it is read (auto: on)
     "fast_attention": "auto",           # auto | true | false: RecBole's attention by scaled_dot_product_attention (auto: off)
     "fast_fused_optimizer": "auto",     # auto | true | false: the optimizer's step as one fused kernel (auto: on a GPU)
+    "fast_static_shapes": "auto",       # auto | true | false: training's last, shorter batch dropped, the loss compiled for one shape (auto: off)
     "fast_negatives": "auto",           # auto | numpy | torch: training negatives drawn by torch where the batch is (auto: on a GPU)
     "pop_counts": "batches",            # batches | interactions: Pop counts an item once per training batch it is in (RecBole 1.2.1), or every interaction
     "nproc": 1,                         # processes (one per GPU) that train the run together (docs/distributed.md)

@@ -41,6 +41,7 @@ import numpy as np
 from ..core.errors import DataError, one_line
 from ..core.files import file_lock
 from .augmentation import WindowedColumns, build_split, from_recipe, settled
+from ..seams.batch_order import drop_last_batch
 from ..seams.dataset import dataset_class_name, history_columns, reuse_built
 from ..seams.loaders import batch_loaders, vectorise_loaders
 from ..seams.negatives import NO_NEGATIVES, draw_with_torch
@@ -56,15 +57,17 @@ SUFFIX = ".entry"
 _EXTERNAL = 256  # arrays and tensors with at least this many elements are stored raw, outside the pickle
 
 
-def load_data(config, cache_dir: Path | None, full_sort_users: int | None = None, torch_negatives: bool = False):
+def load_data(config, cache_dir: Path | None, full_sort_users: int | None = None, torch_negatives: bool = False,
+              drop_last: bool = False):
     """(train, valid, test) dataloaders, as `data_preparation(config, create_dataset(config))`; what
     fast mode changes (recrunner.training.fast.data): `full_sort_users`, at least this many users a
     batch in a general model's full-sort evaluation; `torch_negatives`, training negatives drawn by
-    torch where the batches are (seams/negatives.py)."""
+    torch where the batches are (seams/negatives.py); `drop_last`, each epoch's last, shorter training
+    batch left out (seams/batch_order.py)."""
     if cache_dir is None:
         dataset = _dataset(config)
         built, _ = _split(config, dataset)
-        return _prepared(config, reuse_built(config, dataset, built), full_sort_users, torch_negatives)
+        return _prepared(config, reuse_built(config, dataset, built), full_sort_users, torch_negatives, drop_last)
     path = entry_path(Path(cache_dir), config)
     path.parent.mkdir(parents=True, exist_ok=True)
     with file_lock(path.with_suffix(".lock")):
@@ -81,7 +84,7 @@ def load_data(config, cache_dir: Path | None, full_sort_users: int | None = None
             os.utime(path)  # last used: what `recrunner cache prune --unused-days` goes by
             logger.info(f"data cache: reusing {path.name} (the dataset and its split)")
     dataset, built = found
-    return _prepared(config, reuse_built(config, dataset, built), full_sort_users, torch_negatives)
+    return _prepared(config, reuse_built(config, dataset, built), full_sort_users, torch_negatives, drop_last)
 
 
 def entry_path(cache_dir: Path, config) -> Path:
@@ -108,7 +111,8 @@ def _dataset(config):
     return dataset
 
 
-def _prepared(config, dataset, full_sort_users: int | None = None, torch_negatives: bool = False):
+def _prepared(config, dataset, full_sort_users: int | None = None, torch_negatives: bool = False,
+              drop_last: bool = False):
     """The dataloaders; RecBole's complaints about the data as one line."""
     from recbole.data import data_preparation
 
@@ -123,6 +127,8 @@ def _prepared(config, dataset, full_sort_users: int | None = None, torch_negativ
     gathering = vectorise_loaders(building, place_tables(config, building))
     if torch_negatives:
         _draw_with_torch(building, gathering)
+    if drop_last:
+        logger.info(drop_last_batch(loaders[0]))
     if loaders[1] is not None:  # validations after the first replay its batches (seams/replay.py)
         replay_batches(loaders[1], replay_limit(free_memory(run_device(config))))
     small = small_evaluation_batches(config, loaders)

@@ -28,13 +28,21 @@ from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler
 
 class EpochOrder:
     """An epoch's batches of row numbers, each a slice of one tensor: `RandomSampler` (`generator`
-    given) or `SequentialSampler` (None) in `BatchSampler`s of `batch_size`, without dropping."""
+    given) or `SequentialSampler` (None) in `BatchSampler`s of `batch_size`, without dropping; with
+    `drop_last` (fast mode's `fast_static_shapes`) the last, shorter batch is left out where a full one
+    comes before it, the generator drawing as before."""
 
-    def __init__(self, rows: int, batch_size: int, generator: torch.Generator | None):
-        self.rows, self.batch_size, self.generator = rows, batch_size, generator
+    def __init__(self, rows: int, batch_size: int, generator: torch.Generator | None, drop_last: bool = False):
+        self.rows, self.batch_size, self.generator, self.drop_last = rows, batch_size, generator, drop_last
+
+    @property
+    def dropped(self) -> int:
+        """The rows of the batch an epoch leaves out (0: none)."""
+        full, rest = divmod(self.rows, self.batch_size)
+        return rest if self.drop_last and full else 0
 
     def __len__(self) -> int:
-        return math.ceil(self.rows / self.batch_size)
+        return math.ceil(self.rows / self.batch_size) - (1 if self.dropped else 0)
 
     def __iter__(self):
         shuffled = self.generator is not None
@@ -44,7 +52,7 @@ class EpochOrder:
             yield order[start:start + self.batch_size]
         if shuffled:  # RandomSampler's second permutation, drawn when the first runs out and kept empty
             torch.randperm(self.rows, generator=self.generator)
-        if rest:
+        if rest and not self.dropped:
             yield order[full * self.batch_size:]
 
 
@@ -73,6 +81,19 @@ def epoch_order(loader) -> EpochOrder | None:
     if type(sampler) is SequentialSampler:
         return EpochOrder(len(sampler.data_source), batches.batch_size, None)
     return None
+
+
+def drop_last_batch(loader) -> str:
+    """Make `loader` (a training loader whose rows come as tensors, `rows_as_tensors`) leave out each epoch's
+    last, shorter batch; what happened, in one line."""
+    order = loader.sampler if isinstance(getattr(loader, "sampler", None), EpochOrder) else None
+    if order is None:
+        return "fast_static_shapes: this training loader draws its own batches; its last, shorter batch is kept"
+    order.drop_last = True
+    if not order.dropped:
+        return f"fast_static_shapes: every training batch holds {order.batch_size} rows already; none is dropped"
+    return (f"fast_static_shapes: each epoch's last training batch left out, {order.dropped:,} of {order.rows:,} rows "
+            f"(other rows each epoch); every batch holds {order.batch_size} rows")
 
 
 def rows_as_tensors(loader) -> bool:

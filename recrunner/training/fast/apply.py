@@ -65,7 +65,8 @@ class FastMethod:
         # recorded per value of a symbol: one per step for a counted loss
         self.graphs = plan.cuda_graphs and not scoring and not counted
         mode = "reduce-overhead" if self.graphs else None
-        self.compiled = torch.compile(method, dynamic=True, mode=mode) if compiled else None
+        static = plan.static_shapes and not scoring  # the loss's one shape as it is (data.py's static_choice)
+        self.compiled = torch.compile(method, dynamic=None if static else True, mode=mode) if compiled else None
         self.rewrites = True  # inductor's pattern rewrites (attention fused, ...): off where they failed
         self.book, self.key = book, None
         if self.compiled is not None and book is not None and hasattr(method, "__self__"):

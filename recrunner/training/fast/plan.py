@@ -30,6 +30,8 @@ and says what it changed. What it does, and the one place each decision is made:
 |                              | (pure, data.py; the  | where the model scores users itself; RecBole's           |
 |                              | run layer passes it  | `eval_batch_size` counts scores (one user on ml-1m)      |
 |                              | to recrunner.data)   |                                                          |
+| training batch shapes        | `static_choice`      | `fast_static_shapes: true`: each epoch's last, shorter   |
+|                              | (pure, data.py)      | batch dropped, the loss compiled for one shape           |
 | training negatives           | `negatives_choice`   | on a GPU uniform negatives drawn by torch where the      |
 |                              | (pure, data.py; the  | batch is, RecBole's distribution, other negatives than   |
 |                              | run layer passes it  | exact mode's (seams/negatives.py); on a CPU RecBole's    |
@@ -44,8 +46,8 @@ and says what it changed. What it does, and the one place each decision is made:
 
 Compiling: with dynamic shapes, one graph for every batch size (RecBole's last batch, evaluation
 batches of any size), so which code runs a batch never depends on what ran before: a resumed
-fast run computes what the uninterrupted one did. So no batch is padded or dropped for static
-shapes. A model's float attributes (LayerNorm's eps, dropout's p) are compiled as constants, so the
+fast run computes what the uninterrupted one did; with `fast_static_shapes: true` the loss's one
+shape compiled as it is (the last batch dropped, `static_choice`), scoring still dynamic. A model's float attributes (LayerNorm's eps, dropout's p) are compiled as constants, so the
 loss is captured once, not twice (apply.py, `_constant_floats`). With `fast_cuda_graphs: true` on a
 GPU the compiled training loss (forward and backward) is replayed as CUDA graphs (torch.compile's
 `reduce-overhead`), one recorded per batch size, the same kernels with one launch; scoring is not
@@ -65,7 +67,7 @@ from ...config.checks import FAST_PRECISIONS as PRECISIONS, SWITCH
 from ...config.params import setting
 from ...core.errors import ConfigError
 from .attention import attention_choice
-from .data import full_sort_users, negatives_choice, training_draws
+from .data import full_sort_users, negatives_choice, static_choice, training_draws
 from .dropout import dropout_choice
 from .facts import CPU_DEFAULT, Fact, facts_of
 from .fused import fused_choice
@@ -91,6 +93,7 @@ class FastPlan:
     last_layer: bool = False  # SASRec's, BERT4Rec's last transformer layer at the scored positions only (last_layer.py)
     fused_optimizer: bool = False  # the optimizer's step as one fused kernel (fused.py)
     attention: bool = False   # RecBole's attention by scaled_dot_product_attention (attention.py)
+    static_shapes: bool = False  # each epoch's last, shorter training batch dropped, the loss compiled for one shape
 
     @property
     def dtype(self):
@@ -105,7 +108,7 @@ class FastPlan:
     @property
     def changes_nothing(self) -> bool:
         """The model unchanged, RecBole's negatives and optimizer step: the run is exact."""
-        return self.model_unchanged and self.negatives == "numpy" and not self.fused_optimizer
+        return self.model_unchanged and self.negatives == "numpy" and not self.fused_optimizer and not self.static_shapes
 
     def describe(self) -> str:
         """The run's log line: the plan and why."""
@@ -126,6 +129,7 @@ class FastPlan:
         parts += ["last layer at the scored positions"] if self.last_layer else []
         parts += ["attention in one kernel"] if self.attention else []
         parts += ["fused optimizer step"] if self.fused_optimizer else []
+        parts += ["last batch dropped"] if self.static_shapes else []
         return ", ".join(parts)
 
     def as_dict(self) -> dict:
@@ -135,24 +139,27 @@ class FastPlan:
     def stored(cls, plan: dict) -> FastPlan:
         """The plan a last.pth or metrics.json holds (`as_dict`); a key an older recrunner did not write
         takes the value of its time (scoring compiled with the loss, torch's dropout masks, RecBole's negatives,
-        every layer at every position, RecBole's optimizer step and attention)."""
+        every layer at every position, RecBole's optimizer step and attention, every batch)."""
         names = {field.name for field in fields(cls)}
         return cls(**{name: value for name, value in plan.items() if name in names})
 
 
 def choose(*, precision: str = "auto", compile="auto", device_type: str = "cpu", native_bf16: bool = False,
            model: str = "", single_pass: bool = False, cuda_graphs="auto", dropout="auto", negatives="auto",
-           drawn: str = "", last_layer="auto", fused="auto", learner: str = "adam", attention="auto") -> FastPlan:
+           drawn: str = "", last_layer="auto", fused="auto", learner: str = "adam", attention="auto",
+           static="auto") -> FastPlan:
     """The fast plan for one run (pure), from the model's facts that hold on `device_type` (facts.py);
     `native_bf16`: the device computes bf16 natively (a CPU's avx512_bf16/amx_bf16, a GPU's
     `torch.cuda.is_bf16_supported()`); `drawn`: the training negatives' distribution (data.py); `fused`,
-    `learner`: fast_fused_optimizer and RecBole's optimizer (fused.py); `attention`: fast_attention (attention.py)."""
+    `learner`: fast_fused_optimizer and RecBole's optimizer (fused.py); `attention`: fast_attention (attention.py);
+    `static`: fast_static_shapes (data.py)."""
     _check_settings(precision, compile)
     masks, masks_why = dropout_choice(dropout, device_type)
     negatives, negatives_why = negatives_choice(negatives, device_type, drawn)
     last_layer, last_layer_why = last_layer_choice(last_layer, model)
     fused, fused_why = fused_choice(fused, learner, device_type)
     attention, attention_why = attention_choice(attention)
+    static, static_why = static_choice(static)
     if single_pass:
         return FastPlan(reason=f"{model} is fitted in one pass without a training loop: nothing to accelerate")
     here, elsewhere = facts_of(model, device_type)
@@ -165,7 +172,8 @@ def choose(*, precision: str = "auto", compile="auto", device_type: str = "cpu",
         f"{model} runs exactly: {CPU_DEFAULT}; fast_compile: true or fast_precision tries it anyway" \
         if device_type == "cpu" and faster is None and precision == "auto" and compile == "auto" else ""
     if exact:  # the model as RecBole's; who draws the negatives is decided apart
-        return FastPlan(reason="; ".join(text for text in (exact, negatives_why, *unused) if text), negatives=negatives)
+        return FastPlan(reason="; ".join(text for text in (exact, negatives_why, static_why, *unused) if text),
+                        negatives=negatives, static_shapes=static)
     reasons = [f"faster on {device_type}: {faster.text()}"] if faster else \
         [f"nothing measured of {model} on {device_type}: the device's defaults"] if device_type != "cpu" else []
     precision, why = _precision_choice(precision, first, here, device_type, native_bf16)
@@ -177,10 +185,10 @@ def choose(*, precision: str = "auto", compile="auto", device_type: str = "cpu",
     if not scoring:
         reasons.append(f"scoring eager: {first['eager scoring'].text()}")
     graphs, why = graphs_choice(cuda_graphs, compiled, device_type)
-    reasons += [text for text in (why, masks_why, negatives_why, last_layer_why, attention_why, fused_why) if text]
+    reasons += [text for text in (why, masks_why, negatives_why, last_layer_why, attention_why, fused_why, static_why) if text]
     return FastPlan(precision, compiled, scaler=precision == "fp16" and device_type == "cuda", compile_scoring=scoring,
                     reason="; ".join(reasons + unused), cuda_graphs=graphs, dropout=masks, negatives=negatives,
-                    last_layer=last_layer, fused_optimizer=fused, attention=attention)
+                    last_layer=last_layer, fused_optimizer=fused, attention=attention, static_shapes=static)
 
 
 def _precision_choice(precision: str, first: dict, here: list, device_type: str, native_bf16: bool) -> tuple[str, str]:
@@ -240,15 +248,18 @@ def plan_for(config, model_name: str, single_pass: bool = False) -> FastPlan | N
                   cuda_graphs=setting(config, "fast_cuda_graphs"), dropout=setting(config, "fast_dropout"),
                   negatives=setting(config, "fast_negatives"), drawn=training_draws(config),
                   last_layer=setting(config, "fast_last_layer"), fused=setting(config, "fast_fused_optimizer"),
-                  learner=config["learner"] or "adam", attention=setting(config, "fast_attention"))
+                  learner=config["learner"] or "adam", attention=setting(config, "fast_attention"),
+                  static=setting(config, "fast_static_shapes"))
 
 
 def loader_settings(config, single_pass: bool = False, evaluation: bool = True) -> dict:
     """What fast mode changes in a run's loaders (data.py), as recrunner.data.load_data's keywords:
-    evaluation batches of more users (none where the loaders have no evaluation), torch's negatives."""
+    evaluation batches of more users (none where the loaders have no evaluation), torch's negatives, the last
+    training batch dropped."""
     plan = plan_for(config, config["model"], single_pass=single_pass)
     return {"full_sort_users": full_sort_users(config) if evaluation else None,
-            "torch_negatives": plan is not None and plan.negatives == "torch"}
+            "torch_negatives": plan is not None and plan.negatives == "torch",
+            "drop_last": plan is not None and plan.static_shapes}
 
 
 def cpu_has_native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
@@ -266,21 +277,21 @@ def same_plan_key(plan: dict | None) -> tuple | None:
     compiled scoring (a plan saved before scoring could stay eager compiled it), the dropout masks'
     generator (a plan saved before numpy's masks drew torch's), who drew the negatives, the last layer at the
     scored positions only (it draws fewer dropout masks), the fused optimizer step (other last bits), the attention
-    in one kernel (its own dropout draws)."""
+    in one kernel (its own dropout draws), the last batch dropped (other batches)."""
     if not plan:
         return None
     stored = FastPlan.stored(plan)
     if stored.changes_nothing:
         return None
     return (stored.precision, stored.compile, stored.scaler, stored.compile and stored.compile_scoring, stored.dropout,
-            stored.negatives, stored.last_layer, stored.fused_optimizer, stored.attention)
+            stored.negatives, stored.last_layer, stored.fused_optimizer, stored.attention, stored.static_shapes)
 
 
 def plan_text(key: tuple | None) -> str:
     """`same_plan_key`'s value in words (pure)."""
     if key is None:
         return "exactly (no fast mode)"
-    precision, compiled, scaler, scoring, masks, negatives, last_layer, fused, attention = key
+    precision, compiled, scaler, scoring, masks, negatives, last_layer, fused, attention, static = key
     plan = FastPlan(precision, compiled, scaler, compile_scoring=scoring or not compiled, dropout=masks, negatives=negatives,
-                    last_layer=last_layer, fused_optimizer=fused, attention=attention)
+                    last_layer=last_layer, fused_optimizer=fused, attention=attention, static_shapes=static)
     return f"in fast mode ({plan.settings()})"
