@@ -6,7 +6,7 @@ import torch
 
 from recrunner import Experiment, run_experiment
 from recrunner.core.errors import ConfigError
-from recrunner.seams.batch_order import EpochOrder
+from recrunner.seams.batch_order import EpochOrder, drop_last_batch
 from recrunner.training.fast import apply
 from recrunner.training.fast.data import static_choice
 from recrunner.training.fast.plan import FastPlan, choose, plan_text, same_plan_key
@@ -37,6 +37,14 @@ def test_the_last_shorter_batch_is_left_out_and_the_generator_draws_as_before(ro
     assert len(left) == len(some_of) == batches and left.dropped == dropped  # never an epoch without a batch
     assert all(torch.equal(a, b) for a, b in zip(some_of, all_of)) and sum(map(len, some_of)) == rows - dropped
     assert torch.equal(kept.generator.get_state(), left.generator.get_state())
+
+
+def test_what_was_dropped_is_said_in_one_line():
+    loader = type("Loader", (), {})()
+    assert "draws its own batches" in drop_last_batch(loader)
+    for rows, said in ((10, "2 of 10 rows"), (8, "none is dropped"), (3, "one batch, shorter than 4; kept")):
+        loader.sampler = EpochOrder(rows, 4, None)
+        assert said in drop_last_batch(loader) and loader.sampler.drop_last
 
 
 def test_the_loss_is_compiled_for_its_one_shape_and_scoring_for_every_shape(monkeypatch):

@@ -90,6 +90,8 @@ def drop_last_batch(loader) -> str:
     if order is None:
         return "fast_static_shapes: this training loader draws its own batches; its last, shorter batch is kept"
     order.drop_last = True
+    if order.rows < order.batch_size:
+        return f"fast_static_shapes: the training set's {order.rows} rows are one batch, shorter than {order.batch_size}; kept"
     if not order.dropped:
         return f"fast_static_shapes: every training batch holds {order.batch_size} rows already; none is dropped"
     return (f"fast_static_shapes: each epoch's last training batch left out, {order.dropped:,} of {order.rows:,} rows "
