@@ -4,11 +4,12 @@ A general model's full sort at RecBole's `eval_batch_size` is one batch per user
 and each batch is a dozen small kernels launched from Python: RecBole's `_full_sort_batch_eval`
 (`full_sort_predict`, the item-0 column and the user's history set to -inf) and the collector's
 `torch.topk`. On an H200 a BPR epoch on ml-1m took 3.4-4.1 s, of which its training 0.7-1.0 s (the
-GPU checks of 2026-11-27): the rest is mostly that validation, the GPU waiting for the host. Scoring several users at once would
-change the scores' last bits (a matrix product of many rows is another kernel: exact mode leaves
-`eval_batch_size` to the run), so this records `SLOTS` batches' work one after the other, each
-with RecBole's own calls on a batch of its shape, as one CUDA graph, and replays it for each group
-of batches: the same kernels on the same values, so the same top k per user.
+GPU checks of 2026-11-27): the rest is mostly that validation, the GPU waiting for the host.
+Scoring several users at once would change the scores' last bits (a matrix product of many rows is
+another kernel: exact mode leaves `eval_batch_size` to the run), so this records `SLOTS` batches'
+work one after the other, each with RecBole's own calls on a batch of its shape, as one CUDA graph,
+and replays it for each group of batches: the same kernels on the same values, so the same top k
+per user.
 
 | RecBole 1.2.1, per batch                         | here, per group of up to SLOTS batches            |
 |--------------------------------------------------|---------------------------------------------------|
@@ -17,18 +18,17 @@ of batches: the same kernels on the same values, so the same top k per user.
 | the collector's `torch.topk(scores, k)`          | (item 0 is -inf already), one replay: every       |
 | (seams/collector.py)                             | batch's RecBole calls and top k, in order         |
 
-The validation's batches are the ones seams/replay.py keeps (the first validation builds them all before
-scoring any); at every validation `Replay.regroup` hands RecBole's loop a `Group` where graphed batches
-run (`plan`), and the
-trainer's batch function (`GroupScoring`) gives the collector the group's top k at once
-(`TopkInGroups.add`); every other batch is RecBole's, as before. The graph is recorded anew at each
-validation, after its first batch ran eagerly: a model that caches what it computes for scoring
-(LightGCN's propagated embeddings, DMF's item vectors) makes its cache there, and the graph reads
-that validation's. Refused (one line; RecBole's loop as before): a device other than CUDA, a
-data-parallel run, metrics that need each batch's scores (AUC, value metrics: the collector takes
-them from RecBole's own collect), and a model whose scoring reads values back to the host or draws
-random numbers (`host_scoring`, read from its source). A group that cannot be recorded (a
-synchronising operation) runs batch by batch, and so do the later ones of the run.
+The validation's batches are the ones seams/replay.py keeps (the first validation builds them all
+before scoring any); at every validation `Replay.regroup` hands RecBole's loop a `Group` where
+graphed batches run (`plan`), and the trainer's batch function (`GroupScoring`) gives the collector
+the group's top k at once (`TopkInGroups.add`); every other batch is RecBole's, as before. The graph
+is recorded anew at each validation, after its first batch ran eagerly: a model that caches what it
+computes for scoring (LightGCN's propagated embeddings, DMF's item vectors) makes its cache there,
+and the graph reads that validation's. Refused (one line; RecBole's loop as before): a device other
+than CUDA, a data-parallel run, metrics that need each batch's scores (AUC, value metrics: the
+collector takes them from RecBole's own collect), and a model whose scoring reads values back to the
+host or draws random numbers (`host_scoring`, read from its source). A group that cannot be recorded
+(a synchronising operation) runs batch by batch, and so do the later ones of the run.
 
 `auto` is off: not measured on a GPU yet (the GPU check's `eval` step).
 """
@@ -112,9 +112,8 @@ class GroupScoring:
     collected (`TopkInGroups.add`; the collector then skips the loop's collect), any other batch goes to
     `inner` (RecBole's, split when out of memory: loop/evaluation.py)."""
 
-    def __init__(self, trainer, inner, record=None):
-        self.trainer, self.inner = trainer, inner
-        self.record = record  # None: record_on_cuda (tests record on a CPU with a stand-in)
+    def __init__(self, trainer, inner):
+        self.trainer, self.inner = trainer, inner  # records with record_on_cuda (tests stand in for it on a CPU)
         self.planned: tuple = (None, [], 0)  # (the validation's batches, their spans, the longest history)
         self.slots: Slots | None = None
         self.replay = None
@@ -155,7 +154,7 @@ class GroupScoring:
         slots.fill(batches)
         if self.replay is None:
             try:
-                self.replay, topk = (self.record or record_on_cuda)(self._all_slots)
+                self.replay, topk = record_on_cuda(self._all_slots)
             except Exception as exc:  # noqa: BLE001 - any failure to record means: score batch by batch
                 self.failed = first_line(exc)
                 logger.warning(f"cuda_graph_eval: {type(self.trainer.model).__name__}'s scoring could not be "
