@@ -697,7 +697,9 @@ def static(check: Check) -> dict:
     shorter batch dropped, the loss compiled for one shape; its cold compile against the `fast` step's where it ran
     (on this project's CPU the loss compiled in 14.4 s against 24.5 s)."""
     shared = check.env  # a cache of its own: cold, as the `fast` step's first run was (its graphs differ, its kernels not)
-    check.env = {**shared, "TORCHINDUCTOR_CACHE_DIR": str(check.out / "runs" / ".cache" / "compile-static")}
+    folder = check.out / "runs" / ".cache" / "compile-static"
+    folder.mkdir(parents=True, exist_ok=True)
+    check.env = {**shared, "TORCHINDUCTOR_CACHE_DIR": str(folder)}
     try:
         rows = fast_variant(check, "static shapes", "main-fast-static", {"fast_static_shapes": True})
     finally:
