@@ -358,6 +358,18 @@ def test_under_torchrun_every_process_leaves_the_group_before_the_interpreter_ex
     monkeypatch.setattr(distributed, "follow_sweep", lambda group: done.append("followed") or 0)
     monkeypatch.setattr(distributed, "hand_over", lambda group, task: done.append(f"handed over {task}"))
     monkeypatch.setattr(world, "leave_group", lambda: done.append("left"))
+    monkeypatch.setattr(cli_run, "EXIT_AT_ONCE", False)
 
     assert cli_run.run_command(SimpleNamespace()) == 0
     assert done == (["sweep", "handed over None", "left"] if rank == 0 else ["followed", "left"])
+    assert cli_run.EXIT_AT_ONCE  # recrunner/__main__.py then ends the process without the interpreter's teardown
+
+
+def test_a_torchrun_process_ends_without_the_interpreter_s_teardown_its_streams_flushed(monkeypatch, capsys):
+    from recrunner.cli import run as cli_run
+
+    ended = []
+    monkeypatch.setattr(cli_run.os, "_exit", ended.append)
+    print("written before the end")
+    cli_run.exit_at_once(3)
+    assert ended == [3] and "written before the end" in capsys.readouterr().out

@@ -3,6 +3,8 @@ arguments, calls the sweep library, prints what it says; the exit code."""
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 
 from ..core.errors import ConfigError
@@ -12,6 +14,20 @@ from ..run.record import Status
 from ..sweep import forkserver
 from ..sweep.request import SweepRequest, cells_of, describe_plan, describe_unread, grid_of, may_have_work, sweep_name
 from .arguments import sweep_options, user_config_dir, workspace_of
+
+
+EXIT_AT_ONCE = False  # a torchrun process whose work is written: recrunner/__main__.py ends it with `exit_at_once`
+
+
+def exit_at_once(code: int) -> None:
+    """End this process without the interpreter's teardown (os._exit, as multiprocessing ends the processes of
+    `--nproc`), its logs and streams flushed first: a torchrun worker of CI's BPR test aborted in that teardown
+    after its run was written and its group left ("terminate called without an active exception", exit -6: a
+    C++ thread that torch's distributed code leaves behind)."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)
 
 
 def run_command(args) -> int:
@@ -33,6 +49,8 @@ def run_command(args) -> int:
             hand_over(world, None)  # the sweep is over: the other processes exit
     finally:
         leave_group()  # before the interpreter's exit, not during it
+        global EXIT_AT_ONCE
+        EXIT_AT_ONCE = True
 
 
 def _under_torchrun(args):
