@@ -167,8 +167,7 @@ class GroupScoring:
         else:
             topk = self.replay()
         topk = topk[:len(batches) * slots.rows].clone()  # the next replay writes over the graph's output
-        adder = self.trainer.eval_collector.eval_batch_collect
-        adder = getattr(adder, "collect", adder)  # loop/evaluation.py's CollectInParts wraps the collector's
+        adder = collector_of(self.trainer)
         for index, batch in enumerate(batches):
             _, _, positive_u, positive_i = batch
             adder.add(topk[index * slots.rows:(index + 1) * slots.rows], positive_u, positive_i, self.trainer.tot_item_num)
@@ -200,12 +199,18 @@ def eval_graphs(trainer) -> GroupScoring | None:
 
 def trainer_refusal(trainer) -> str | None:
     """`refusal` with what `trainer` has."""
-    collector = trainer.eval_collector.eval_batch_collect
-    collector = getattr(collector, "collect", collector)  # loop/evaluation.py's CollectInParts wraps it
+    collector = collector_of(trainer)
     return refusal(device_type=trainer.device.type, model=type(trainer.model).__name__,
                    processes=trainer.world is not None,
                    collects_topk=isinstance(collector, TopkInGroups) and bool(collector.wanted),
                    host=host_scoring(type(trainer.model)))
+
+
+def collector_of(trainer):
+    """The collect function of `trainer`'s collector (seams/collector.py's TopkInGroups where it is one), under
+    the wrapper loop/evaluation.py's CollectInParts puts over it."""
+    collect = trainer.eval_collector.eval_batch_collect
+    return getattr(collect, "collect", collect)
 
 
 @contextlib.contextmanager
