@@ -65,7 +65,7 @@ def test_a_graph_compiled_again_says_which_setting_the_cache_held_it_for(monkeyp
     what a single run compiled. The run says so (cache_keys.py), from the components inductor logs."""
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(torch._inductor.config.cpp, "dynamic_threads", False)  # torch's default (fast mode reads threads
-    step = lambda x: torch.nn.functional.silu(x * 5).sum()  # noqa: E731    # at run time: apply._threads_at_run_time)
+    step = lambda x: torch.nn.functional.silu(x * 5).sum()  # noqa: E731    # at run time: compiler.threads_at_run_time)
     threads = torch.get_num_threads()
     try:
         for count in (2, 1):

@@ -134,7 +134,7 @@ def test_a_dry_run_of_one_cell_says_one_cell(base_args, capsys):
 
 
 def test_the_compiler_s_reason_is_kept():
-    from recrunner.training.fast.apply import compiler_reason
+    from recrunner.training.fast.compiler import compiler_reason
 
     class BackendCompilerFailed(Exception):
         pass

@@ -10,7 +10,8 @@ import torch
 
 from recrunner import ConfigError, Experiment, Workspace, run_experiment
 from recrunner.training.fast import cache_keys, facts
-from recrunner.training.fast.apply import FastMethod, accelerate, counted_loss_compiles, scaled_loss
+from recrunner.training.fast.apply import FastMethod, accelerate, scaled_loss
+from recrunner.training.fast.compiler import counted_loss_compiles
 from recrunner.training.loop.optimizer import OptimizerStep
 from recrunner.training.callbacks.history import read_history
 from recrunner.training.fast.plan import FastPlan, choose, cpu_has_native_bf16, plan_text, same_plan_key
@@ -470,7 +471,7 @@ def test_the_compile_cache_is_the_output_folders_unless_the_user_chose_one(tmp_p
 def test_a_cell_with_its_share_of_the_cores_compiles_from_a_single_run_s_cache(tmp_path, monkeypatch):
     """torch 2.13 keys a CPU kernel's cache on the thread count it was written for: a sweep cell with one
     thread of two compiled again what a single run had (30.6 s against 4.7 s for SASRec on ml-100k). Fast
-    mode's kernels read the count at run time (apply._threads_at_run_time), so the cache serves both."""
+    mode's kernels read the count at run time (compiler.threads_at_run_time), so the cache serves both."""
     from recrunner.training.fast.compile_clock import CompileClock, KeyBook
 
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))

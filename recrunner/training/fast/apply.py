@@ -12,10 +12,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import re
 
 import torch
 
+from . import compiler
 from .attention import fused_attention
 from .dropout import numpy_masks
 from .failures import Failure, FailureBook, model_key
@@ -89,7 +89,7 @@ class FastMethod:
     def _remember(self, outcome: str, exc: BaseException) -> None:
         if self.key is not None:
             where = f"{type(self.method.__self__).__name__}.{self.name}"
-            self.book.add(self.key, Failure(outcome, compiler_reason(exc), where))
+            self.book.add(self.key, Failure(outcome, compiler.compiler_reason(exc), where))
 
     def __call__(self, *args, **kwargs):
         with self._precision(args):
@@ -101,7 +101,7 @@ class FastMethod:
                 with self._settings():
                     return self.compiled(*args, **kwargs)
             except Exception as exc:
-                if not _is_compiler_error(exc):
+                if not compiler.is_compiler_error(exc):
                     raise
                 return self._after_failure(exc, args, kwargs)
 
@@ -109,22 +109,22 @@ class FastMethod:
         """The compiler failed: where inductor did, once more without its pattern rewrites (SASRec with
         one head: its attention rewrite fails on the scores' shapes), else, or if that fails too, eagerly."""
         logger.info(f"the compiler's whole error:\n{exc}", extra={"file_only": True})  # run.log
-        if self.rewrites and _is_inductor_error(exc):
+        if self.rewrites and compiler.is_inductor_error(exc):
             self.rewrites = False
             try:
                 with self._settings():
                     result = self.compiled(*args, **kwargs)
                 logger.info(f"fast mode: {self.name} compiled without inductor's pattern rewrites; with them "
-                            f"the compiler failed: {compiler_reason(exc)}")
+                            f"the compiler failed: {compiler.compiler_reason(exc)}")
                 self._remember("no rewrites", exc)
                 return result
             except Exception as again:
-                if not _is_compiler_error(again):
+                if not compiler.is_compiler_error(again):
                     raise
                 exc = again
                 logger.info(f"the compiler's whole error, without pattern rewrites:\n{exc}", extra={"file_only": True})
-        logger.warning(f"fast mode: {self.name} runs eagerly, the compiler failed: {compiler_reason(exc)}")
-        if not _is_inductor_error(exc):  # dynamo's trace of the model's Python: the model's, not the machine's
+        logger.warning(f"fast mode: {self.name} runs eagerly, the compiler failed: {compiler.compiler_reason(exc)}")
+        if not compiler.is_inductor_error(exc):  # dynamo's trace of the model's Python: the model's, not the machine's
             self._remember("eager", exc)
         self.compiled = None
         return self.method(*args, **kwargs)
@@ -159,11 +159,9 @@ def accelerate(model: torch.nn.Module, plan: FastPlan) -> list[str]:
     if plan.model_unchanged:
         return []
     counted = counters(model) if plan.compile else []
-    eager_loss = bool(counted) and not counted_loss_compiles(str(torch.__version__))
+    eager_loss = bool(counted) and not compiler.counted_loss_compiles(str(torch.__version__))
     if plan.compile:
-        _eager_random()
-        _constant_floats()
-        _threads_at_run_time()
+        compiler.set_up()
     book = FailureBook() if plan.compile else None
     wrapped = []
     for name in METHODS:
@@ -189,58 +187,6 @@ def accelerate(model: torch.nn.Module, plan: FastPlan) -> list[str]:
     if plan.last_layer:
         last_layer_only(model)
     return wrapped
-
-
-def counted_loss_compiles(version: str) -> bool:
-    """Whether torch `version` compiles a loss that raises a step count (`source.counters`) correctly with the
-    count a symbol (pure). torch 2.13 does (tests/test_fast.py, CI); torch 2.11.0+cu130 returned a loss of 0
-    from the same test (the GPU check of 2026-11-29, an H200), so before 2.13 such a loss runs eagerly."""
-    found = re.match(r"(\d+)\.(\d+)", version)
-    return found is not None and (int(found[1]), int(found[2])) >= (2, 13)
-
-
-def _eager_random() -> None:
-    """Compiled code draws its random numbers (dropout masks) from torch's generator, as eager code does.
-
-    Inductor's own generator would give a compiled run other masks than the exact run of the same
-    seed: a SASRec trained compiled in fp32 then ended 0.0029 lower in test MRR@10 on one seed, like
-    another seed would; with torch's generator it ended with exact mode's MRR@10, NDCG@10 and Hit@10
-    (docs/fast.md). A process-wide inductor setting; exact runs compile nothing, so it leaves them alone.
-    """
-    import torch._inductor.config as inductor
-
-    inductor.fallback_random = True
-
-
-def _constant_floats() -> None:
-    """The compiler takes a model's float attributes (LayerNorm's eps, dropout's p, attention's scale) as
-    the constants they are, with shapes still dynamic.
-
-    Under `dynamic=True` torch traces each as a symbol, then finds it must be a constant (layer_norm's eps
-    is) and captures the whole loss again. A second capture is what a filled cache cannot spare: the
-    main job's loss compiled from it in 10.5-12.1 s with symbols, 3.7-4.6 s with constants, on this
-    project's CPU (bench/bench_compile.py, docs/fast.md). RecBole's models change no float attribute
-    while training. Int attributes stay constants too, but for the step counts a loss raises
-    (`FastMethod._settings`). A process-wide dynamo setting; exact runs compile nothing, so it
-    leaves them alone.
-    """
-    import torch._dynamo.config as dynamo
-
-    dynamo.specialize_float = True
-
-
-def _threads_at_run_time() -> None:
-    """Compiled C++ kernels (a CPU's) take torch's thread count when they run, not the one they were compiled at.
-
-    torch 2.13 writes the count into each kernel and keys its cache on it, so a sweep cell with its share
-    of the cores (`--workers 2`: one thread of two) compiled again what a single run had compiled: SASRec
-    on ml-100k, 30.6 s; with the count read at run time, 4.7 s from that run's cache, its step as fast
-    (1.27-1.32 s against 1.29-1.38 s at one thread; 0.77-0.79 s against 0.73-0.95 s at two) on this
-    project's CPU (docs/fast.md). A process-wide inductor setting; a GPU's kernels have no such count.
-    """
-    import torch._inductor.config as inductor
-
-    inductor.cpp.dynamic_threads = True
 
 
 def scaled_loss(loss_method, scaler):
@@ -272,29 +218,3 @@ def _device_of(args) -> str:
                 if isinstance(value, torch.Tensor):
                     return value.device.type
     return "cpu"
-
-
-def compiler_reason(exc: BaseException) -> str:
-    """The compiler's error in one line, with its cause: torch wraps it (`BackendCompilerFailed:
-    backend='inductor' raised:` and the reason on the next lines) (pure)."""
-    inner = getattr(exc, "inner_exception", None) or exc.__cause__
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    text = f"{type(exc).__name__}: {lines[0] if lines else ''}"
-    if inner is not None and inner is not exc:
-        inner_lines = [line.strip() for line in str(inner).splitlines() if line.strip()]
-        cause = f"{type(inner).__name__}: {inner_lines[0] if inner_lines else ''}"
-        text += "" if cause in text else f" {cause}"  # InductorError's message is its cause's already
-    elif lines and lines[0].endswith(":") and len(lines) > 1:
-        text += f" {lines[1]}"
-    return text[:300]
-
-
-def _is_compiler_error(exc: BaseException) -> bool:
-    module = type(exc).__module__ or ""
-    return module.startswith(("torch._dynamo", "torch._inductor", "torch.fx"))
-
-
-def _is_inductor_error(exc: BaseException) -> bool:
-    """A failure in inductor's part of compiling (after dynamo traced the method): torch's InductorError,
-    or dynamo's BackendCompilerFailed around it."""
-    return (type(exc).__module__ or "").startswith("torch._inductor") or type(exc).__name__ == "BackendCompilerFailed"

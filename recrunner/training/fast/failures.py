@@ -45,7 +45,7 @@ _PRIMITIVES = (bool, int, float, str)
 @dataclass(frozen=True)
 class Failure:
     outcome: str  # OUTCOMES
-    reason: str   # the compiler's error in one line (apply.compiler_reason)
+    reason: str   # the compiler's error in one line (compiler.compiler_reason)
     model: str    # the model class and method, for a reader of the file
     when: str = ""
 

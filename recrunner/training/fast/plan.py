@@ -23,8 +23,8 @@ and says what it changed. What it does, and the one place each decision is made:
 |                              |                      | the same weights (bench/fast_scoring.py)                 |
 | random numbers               | `dropout_choice`     | on a CPU nn.Dropout's masks from numpy's SFC64, seeded   |
 |                              | (pure, dropout.py),  | from torch's generator (7x faster than torch's serial    |
-|                              | `_eager_random`      | generator; other masks than exact mode's); elsewhere,    |
-|                              | (apply.py)           | and all other random numbers, torch's generator          |
+|                              | `eager_random`       | generator; other masks than exact mode's); elsewhere,    |
+|                              | (compiler.py)        | and all other random numbers, torch's generator          |
 | fp16 gradients               | `OptimizerStep`      | torch's GradScaler; its state is saved in last.pth       |
 | evaluation batches           | `evaluation_users`   | a general model's full sort at least 256 users a batch   |
 |                              | (pure, data.py; the  | where the model scores users itself; RecBole's           |
@@ -48,7 +48,7 @@ Compiling: with dynamic shapes, one graph for every batch size (RecBole's last b
 batches of any size), so which code runs a batch never depends on what ran before: a resumed
 fast run computes what the uninterrupted one did; with `fast_static_shapes: true` the loss's one
 shape compiled as it is (the last batch dropped, `static_choice`), scoring still dynamic. A model's float attributes (LayerNorm's eps, dropout's p) are compiled as constants, so the
-loss is captured once, not twice (apply.py, `_constant_floats`). With `fast_cuda_graphs: true` on a
+loss is captured once, not twice (compiler.py, `constant_floats`). With `fast_cuda_graphs: true` on a
 GPU the compiled training loss (forward and backward) is replayed as CUDA graphs (torch.compile's
 `reduce-overhead`), one recorded per batch size, the same kernels with one launch; scoring is not
 (its outputs outlive the next call). A function the compiler cannot handle runs eagerly in the
