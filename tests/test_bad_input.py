@@ -260,7 +260,7 @@ def test_a_restart_that_fails_before_training_brings_the_finished_run_back(works
     def no_data(prepared, workspace):
         raise OSError("the disk went away")
 
-    monkeypatch.setattr("recrunner.run.experiment._load_data", no_data)
+    monkeypatch.setattr("recrunner.run.building.loaders", no_data)
     again = run_experiment(Experiment("BPR", "ml-100k", TINY_BPR), workspace, console=False, restart=True)
     assert again.status == "failed" and "the disk went away" in again.error
     assert _unchanged(files) and json.loads((result.run_dir / "metrics.json").read_text())["status"] == "ok"

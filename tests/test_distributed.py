@@ -82,13 +82,14 @@ def _record(output):
 def _single_process_evaluation(run_dir, experiment, workspace):
     """best.pth of a data-parallel run, evaluated in this one process: per-user test values and the
     valid and test metrics."""
-    from recrunner.run.experiment import _build_trainer, _load_data, prepare
+    from recrunner.run.building import loaders as build_loaders, trainer as build_trainer
+    from recrunner.run.experiment import prepare
     from recrunner.seams.evaluator import capture_per_user
     from recrunner.training.logging.tensorboard import NullWriter
 
     prepared = prepare(experiment, workspace)
-    _, valid_data, test_data = loaders = _load_data(prepared, workspace)
-    trainer = _build_trainer(prepared, None, loaders[0], NullWriter(), ())
+    _, valid_data, test_data = loaders = build_loaders(prepared, workspace)
+    trainer = build_trainer(prepared, None, loaders[0], NullWriter(), ())
     trainer.eval_collector.data_collect(loaders[0])
     best = run_dir / "checkpoints" / "best.pth"
     valid = dict(trainer.evaluate(valid_data, model_file=best))
@@ -172,12 +173,13 @@ def _evaluate(experiment, workspace, run_dir) -> dict:
     """The test metrics of the run's best.pth, evaluated from RNG seed 7 (in a group: by all of it)."""
     from recbole.utils import init_seed
 
-    from recrunner.run.experiment import _build_trainer, _load_data, prepare
+    from recrunner.run.building import loaders as build_loaders, trainer as build_trainer
+    from recrunner.run.experiment import prepare
     from recrunner.training.logging.tensorboard import NullWriter
 
     prepared = prepare(experiment, workspace)
-    train_data, _, test_data = _load_data(prepared, workspace)
-    trainer = _build_trainer(prepared, None, train_data, NullWriter(), ())
+    train_data, _, test_data = build_loaders(prepared, workspace)
+    trainer = build_trainer(prepared, None, train_data, NullWriter(), ())
     trainer.eval_collector.data_collect(train_data)
     init_seed(7, True)
     return {k: float(v) for k, v in trainer.evaluate(test_data, model_file=run_dir / "checkpoints" / "best.pth").items()}

@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Sequence
 
 from .. import __version__
-from . import per_user, protocol
-from ..training.checkpoints.files import load as load_checkpoint, to_plain
+from . import building, per_user, pretraining, protocol
+from ..training.checkpoints.files import to_plain
 from ..config.params import setting
-from ..data.cache import load_data
 from ..core.errors import ConfigError, RecrunnerError, RunInterrupted, one_line
 from ..core.interrupts import deferred
 from ..core.layout import OutputPaths
@@ -32,15 +31,13 @@ from .record import RunRecord, Status
 from .result import RunResult
 from ..training.loop import device
 from ..training.distributed import world as distributed
-from .distributed import check_processes, follower_config, reseed_process, tell
+from .distributed import check_processes, follower_config, tell
 from .resume import ResumePoint, StartOver, bring_best_checkpoint, check_request, resume_point
 from ..core.files import write_config
 from .runlog import run_logging
-from ..seams.models import built_model, model_class as recbole_model_class, ready_model
 from .hparams_columns import write_experiment
 from ..training.fast.cache_keys import KeyBook, share_compile_cache
 from ..training.fast.compile_clock import CompileClock
-from ..training.fast.plan import loader_settings
 from ..training.logging.tensorboard import NullWriter, RunWriter
 
 __all__ = ["Experiment", "PreparedRun", "RunResult", "Workspace", "prepare", "run_experiment"]
@@ -99,9 +96,9 @@ def _execute(prepared: PreparedRun, workspace: Workspace, resume_from, resume_st
         device.set_tf32(setting(config, "tf32"), config["device"])
         if setting(config, "fast"):
             share_compile_cache(OutputPaths(workspace.output_dir).compile_cache)
-        _pretrain(prepared, workspace, callbacks, record, begun)
+        pretraining.pretrain(prepared, workspace, callbacks, record, begun)
         train_data, valid_data, test_data = _load_data_recorded(prepared, workspace, record)
-        trainer = _build_trainer(prepared, paths.run_dir, train_data, writer, callbacks)
+        trainer = building.trainer(prepared, paths.run_dir, train_data, writer, callbacks)
         record.provenance["fast"] = trainer.fast.as_dict() if getattr(trainer, "fast", None) else None
         if resume:
             trainer.resume_checkpoint(resume[0])
@@ -145,7 +142,7 @@ def follow(prepared: PreparedRun, workspace: Workspace, world, callbacks=()) -> 
     device.set_tf32(setting(prepared.config, "tf32"), prepared.config["device"])
     logging.getLogger().addHandler(logging.NullHandler())  # rank 0 logs the run; failures here are raised
     train_data, valid_data, test_data = _load_data_recorded(prepared, workspace, RunRecord())
-    trainer = _build_trainer(prepared, None, train_data, NullWriter(), callbacks)
+    trainer = building.trainer(prepared, None, train_data, NullWriter(), callbacks)
     if resume:
         trainer.resume_checkpoint(resume[0])
     trainer.fit(train_data, valid_data, saved=True, show_progress=False)
@@ -163,15 +160,6 @@ def _resume_point(paths, resume_from, resume_state) -> ResumePoint | None:
     return ResumePoint(Path(resume_from), int(resume_state["epoch"]), int(resume_state.get("global_step") or 0))
 
 
-def _pretrain(prepared: PreparedRun, workspace: Workspace, callbacks, record: RunRecord, begun) -> None:
-    if not prepared.stages:
-        return
-    begun()  # a pre-training stage is the new run's first training
-    started = time.perf_counter()
-    _run_pretraining_stages(prepared, workspace, callbacks)
-    record.pretrain_seconds = round(time.perf_counter() - started, 3)
-
-
 def _load_data_recorded(prepared: PreparedRun, workspace: Workspace, record: RunRecord):
     """The three data loaders, seeded as RecBole seeds them; the record gets their time and protocol card."""
     from recbole.utils import init_seed
@@ -179,7 +167,7 @@ def _load_data_recorded(prepared: PreparedRun, workspace: Workspace, record: Run
     config = prepared.config
     init_seed(config["seed"], config["reproducibility"])
     started = time.perf_counter()
-    loaders = _load_data(prepared, workspace)
+    loaders = building.loaders(prepared, workspace)
     record.data_seconds = round(time.perf_counter() - started, 3)
     if distributed.current() is not None:
         record.provenance["processes"] = distributed.current().size
@@ -222,65 +210,6 @@ def _finish_record(prepared: PreparedRun, workspace: Workspace, record: RunRecor
     writer.close()
     record.write(prepared.paths.metrics)
     write_experiment(workspace.output_dir, changed=prepared.paths.run_dir)  # the HParams columns now include this run's
-
-
-def _load_data(prepared: PreparedRun, workspace: Workspace, evaluation: bool = True):
-    """The loaders, with what fast mode changes in them (training/fast/data.py; a pre-training stage has no evaluation)."""
-    config, one_pass = prepared.config, getattr(prepared.trainer_class, "single_pass", False)
-    return load_data(config, workspace.cache_dir if setting(config, "data_cache") else None,
-                     **loader_settings(config, one_pass, evaluation))
-
-
-def _build_trainer(prepared: PreparedRun, run_dir: Path, train_data, writer, callbacks):
-    """The model (seeded as RecBole seeds it) and its trainer, with the run's callbacks."""
-    from recbole.utils import init_seed
-
-    config = prepared.config
-    init_seed(config["seed"], config["reproducibility"])
-    model_class = recbole_model_class(config["model"], detect_anomaly=setting(config, "detect_anomaly"))
-    model = ready_model(built_model(model_class, config, train_data._dataset).to(config["device"]), config)
-    logger.info(model, extra={"file_only": True})
-    trainer = prepared.trainer_class(config, model, writer=writer, callbacks=callbacks, hparams=prepared.hparams,
-                                     run_dir=run_dir)
-    reseed_process(config)  # a data-parallel run's processes: one model, then each its own random stream
-    return trainer
-
-
-def _run_pretraining_stages(prepared: PreparedRun, workspace: Workspace, callbacks) -> None:
-    """S3Rec's and RaCT's pre-training stages, each a resumable sub-run; then the config fine-tunes.
-
-    Stage S lives in <run_dir>/S/ (checkpoints/, TensorBoard events), as RecBole would run it
-    alone: seeded, fresh data loaders, `pretrain_epochs` without validation. Its best.pth (the
-    newest weights) is the next stage's `pre_model_path`. A finished stage is not trained again.
-    """
-    from recbole.utils import init_seed
-
-    config, pre_model_path = prepared.config, prepared.config["pre_model_path"]
-    for stage in prepared.stages:
-        stage_paths = prepared.paths.stage(stage)
-        stage_paths.create()
-        config["train_stage"], config["pre_model_path"] = stage, pre_model_path
-        config["checkpoint_dir"] = str(stage_paths.checkpoints)
-        resume = resume_point(stage_paths)
-        done = resume is not None and load_checkpoint(resume[0]).get("finished") and stage_paths.best.is_file()
-        if done:
-            logger.info(f"pre-training stage {stage}: finished before, using {stage_paths.best}")
-        else:
-            logger.info(f"pre-training stage {stage}: {config['pretrain_epochs']} epochs, no validation")
-            init_seed(config["seed"], config["reproducibility"])
-            train_data, _, _ = _load_data(prepared, workspace, evaluation=False)
-            writer = RunWriter(stage_paths.run_dir, purge_step=resume.epoch + 1 if resume else None,
-                               step_purge=resume.step + 1 if resume else None)
-            try:
-                trainer = _build_trainer(prepared, stage_paths.run_dir, train_data, writer, callbacks)
-                if resume:
-                    trainer.resume_checkpoint(resume[0])
-                trainer.fit(train_data, None, saved=True)
-            finally:
-                writer.close()
-        pre_model_path = str(stage_paths.best)
-    config["train_stage"], config["pre_model_path"] = "finetune", pre_model_path
-    config["checkpoint_dir"] = str(prepared.paths.checkpoints)
 
 
 def _initial_record(prepared: PreparedRun, workspace: Workspace) -> RunRecord:
