@@ -695,7 +695,7 @@ def whole(check: Check) -> dict:
 def static(check: Check) -> dict:
     """The main job with --fast on batches of one shape (fast_static_shapes: true, fast/data.py): each epoch's last,
     shorter batch dropped, the loss compiled for one shape; its cold compile against the `fast` step's where it ran
-    (on this project's CPU the loss compiled in 14.4 s against 24.5 s)."""
+    (on this project's CPU the loss compiled in 21.6-22.1 s against 26.0-26.3 s)."""
     shared = check.env  # a cache of its own: cold, as the `fast` step's first run was (its graphs differ, its kernels not)
     folder = check.out / "runs" / ".cache" / "compile-static"
     folder.mkdir(parents=True, exist_ok=True)

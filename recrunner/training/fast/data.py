@@ -66,7 +66,7 @@ def static_choice(asked) -> tuple[bool, str]:
     batch dropped (RecBole keeps it: n mod train_batch_size rows, other ones each epoch as the order is
     drawn anew), and the loss compiled for the one shape (`dynamic=None`: torch's static shapes, dynamic
     only if another shape comes), not for every shape (`dynamic=True`). On this project's CPU the main
-    job's loss compiled in 14.1 s against 24.8 s into an empty cache, its step as fast (docs/fast.md); a
+    job's loss compiled in 21.6-22.1 s against 26.0-26.3 s into an empty cache, its step as fast (docs/fast.md); a
     GPU records one CUDA graph of the step, not two. `auto`: off, not measured on a GPU yet."""
     if asked not in SWITCH:
         raise ConfigError(f"fast_static_shapes must be auto, true or false, got {asked!r}")
